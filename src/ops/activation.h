@@ -1,0 +1,20 @@
+// Element-wise ops.
+#pragma once
+
+#include <cstdint>
+
+namespace hf2q::ops {
+
+// out[i] = gelu_tanh(gate[i]) · up[i] over rows; gate/up/out rows have the given
+// strides (so a fused [gate | up] projection can be used in place).
+// gelu_tanh(u) = 0.5·u·(1 + tanh(√(2/π)·(u + 0.044715·u³)))
+struct GegluParams {
+    const float* gate = nullptr;
+    const float* up = nullptr;  // nullptr: out = gelu_tanh(gate)
+    float* out = nullptr;
+    int64_t rows = 0;
+    int64_t n = 0;
+    int64_t gate_stride = 0, up_stride = 0, out_stride = 0;  // 0 means n
+};
+
+}  // namespace hf2q::ops

@@ -1,0 +1,37 @@
+// Attention of a flat batch of query tokens over a paged KV cache.
+//
+// KV pool layout (one pool per cached layer):
+//   k_pool, v_pool: [n_blocks][block_size][n_kv_heads][head_dim] f32
+// A sequence's block table maps logical block b (positions b·block_size ...) to a
+// physical block id, or −1 when the block was released (sliding layers).
+//
+// Query token t at absolute position p = pos[t] of sequence with table tables[t]
+// attends keys at positions j with lo ≤ j ≤ p, where lo = 0 for full attention and
+// lo = max(0, p − window + 1) for a sliding window (p − j < window). Every such key
+// must already be in the cache. Scores are s = scale · ⟨q, k⟩ (Gemma 4: scale 1.0),
+// softmax in f32 (online, blockwise: memory stays O(head_dim) per query head), GQA:
+// query head h reads KV head h / (n_heads / n_kv_heads).
+#pragma once
+
+#include <cstdint>
+
+namespace hf2q::ops {
+
+struct AttentionParams {
+    const float* q = nullptr;     // [n_tokens][n_heads][head_dim]
+    float* out = nullptr;         // [n_tokens][n_heads][head_dim]
+    int64_t n_tokens = 0;
+    int64_t n_heads = 0;
+    int64_t n_kv_heads = 0;
+    int64_t head_dim = 0;
+    const float* k_pool = nullptr;
+    const float* v_pool = nullptr;
+    int64_t block_size = 0;
+    const int32_t* pos = nullptr;                // [n_tokens]
+    const int32_t* const* tables = nullptr;      // [n_tokens] → block table of its sequence
+    const int32_t* table_len = nullptr;          // [n_tokens] entries in that table
+    int32_t window = 0;                          // 0: full attention
+    float scale = 1.0f;
+};
+
+}  // namespace hf2q::ops

@@ -1,0 +1,38 @@
+// The op interface every backend implements. The model's forward pass is written
+// against this interface only; it never touches threads, SIMD or device APIs.
+// All pointers are in the backend's memory (host memory for the CPU backend).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "ops/moe.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+
+namespace hf2q::ops {
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual const char* name() const = 0;
+
+    virtual void rms_norm(const RmsNormParams& p) = 0;
+    virtual void rope(const RopeParams& p) = 0;
+    virtual void matmul(const MatmulParams& p) = 0;
+    virtual void get_rows(const GetRowsParams& p) = 0;
+    virtual void geglu(const GegluParams& p) = 0;
+    virtual void attention(const AttentionParams& p) = 0;
+    virtual void moe_route(const MoeRouteParams& p) = 0;
+
+    // Element-wise helpers over n contiguous floats.
+    virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;  // y = a + b
+    virtual void scale(float* x, float s, int64_t n) = 0;                         // x *= s
+    virtual void mul(const float* a, const float* b, float* y, int64_t n) = 0;  // y = a ⊙ b
+    virtual void softcap(float* x, float cap, int64_t n) = 0;  // x = cap·tanh(x/cap)
+};
+
+}  // namespace hf2q::ops

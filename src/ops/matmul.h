@@ -1,0 +1,29 @@
+// Linear layer on block-format weights: y[t][o] = Σ_i x[t][i] · W[o][i], f32
+// accumulation, W used in its stored format (never expanded to a full f32 copy).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/types.h"
+
+namespace hf2q::ops {
+
+struct MatmulParams {
+    WeightView w;               // n_out × n_in
+    const float* x = nullptr;   // [n_tokens][x_stride], first n_in used
+    float* y = nullptr;         // [n_tokens][y_stride], first n_out written
+    int64_t n_tokens = 0;
+    int64_t x_stride = 0;       // 0 means n_in
+    int64_t y_stride = 0;       // 0 means n_out
+};
+
+// Row gather of an embedding table: out[t] = dequant(W[ids[t]]) · scale.
+struct GetRowsParams {
+    WeightView w;               // n_out rows (vocabulary) × n_in (width)
+    const int32_t* ids = nullptr;  // [n_tokens], each in [0, n_out)
+    float* out = nullptr;       // [n_tokens][n_in]
+    int64_t n_tokens = 0;
+    float scale = 1.0f;
+};
+
+}  // namespace hf2q::ops

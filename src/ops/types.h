@@ -1,0 +1,23 @@
+// Shared op types: a read-only view of a weight matrix in its stored block format.
+#pragma once
+
+#include <cstdint>
+
+#include "core/ggml_type.h"
+
+namespace hf2q::ops {
+
+// A 2-D weight W with n_out rows of n_in elements, stored row-major in ggml type
+// `type` (GGUF ne = [n_in, n_out]). A linear layer computes y = x · Wᵀ. A slice of a
+// 3-D expert tensor is a WeightView whose data points at that expert's first row.
+struct WeightView {
+    GgmlType type = GgmlType::F32;
+    int64_t n_in = 0;
+    int64_t n_out = 0;
+    uint64_t row_bytes = 0;  // bytes of one row of n_in elements
+    const void* data = nullptr;
+
+    bool empty() const { return data == nullptr; }
+};
+
+}  // namespace hf2q::ops
