@@ -8,7 +8,7 @@
 //
 // Writer: streams a file tensor by tensor (the model is never held in memory) into
 // a temporary file that is renamed over the destination only by finish(). Layout and
-// key types follow llama.cpp's writer (see docs/formats.md).
+// key types follow llama.cpp's writer (see docs/gguf.md).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -74,7 +76,10 @@ public:
     ValueType type() const { return type_; }
     ValueType elem_type() const { return elem_type_; }  // arrays only
     bool is_array() const { return type_ == ValueType::ARRAY; }
-    size_t array_size() const { return elems_.size(); }
+    // Element count of an array (0 for scalars).
+    size_t array_size() const {
+        return elem_type_ == ValueType::STRING && is_array() ? strings_.size() : elems_.size();
+    }
 
     // Exact-type accessors: throw hf2q::Error "<what> has type X, expected Y" if the
     // stored type differs. `what` names the value in the message (usually the key).
@@ -93,9 +98,16 @@ public:
     // Human-readable rendering for `hf2q info` (long arrays abbreviated).
     std::string to_display_string(size_t max_elems = 8) const;
 
-    // Raw access for writers and printers.
+    // Raw access for writers and printers. Scalars: the exact GGUF type decides the
+    // alternative (UINT* -> uint64_t, INT* -> int64_t, FLOAT32/FLOAT64 -> double, BOOL,
+    // STRING). Arrays of non-strings: elems(); arrays of STRING keep their elements in
+    // strings() only (elems() is then empty) so a 262144-token vocabulary is one vector.
     const Scalar& scalar() const { return scalar_; }
     const std::vector<Scalar>& elems() const { return elems_; }
+    const std::vector<std::string>& strings() const { return strings_; }
+
+    // Same type and same contents (floats compared bit for bit).
+    bool operator==(const Value& o) const;
 
 private:
     ValueType type_ = ValueType::UINT8;
@@ -119,6 +131,7 @@ struct TensorInfo {
     uint64_t nbytes = 0;
     const uint8_t* data = nullptr;  // points into the mapping (reader only)
 
+    // The reader guarantees each ne >= 1 and the product fits in int64.
     int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
     uint64_t row_bytes() const;  // bytes of one ne[0] row
 };
@@ -152,10 +165,12 @@ public:
     // Typed getters; errors name the key. The _or variants return `def` when absent
     // but still throw on a wrong type.
     const Value& at(std::string_view key) const;  // throws "missing key"
-    uint32_t get_u32(std::string_view key) const { return at(key).as_u32(key); }
-    float get_f32(std::string_view key) const { return at(key).as_f32(key); }
-    bool get_bool(std::string_view key) const { return at(key).as_bool(key); }
-    const std::string& get_string(std::string_view key) const { return at(key).as_string(key); }
+    uint32_t get_u32(std::string_view key) const { return at(key).as_u32(describe_key(key)); }
+    float get_f32(std::string_view key) const { return at(key).as_f32(describe_key(key)); }
+    bool get_bool(std::string_view key) const { return at(key).as_bool(describe_key(key)); }
+    const std::string& get_string(std::string_view key) const {
+        return at(key).as_string(describe_key(key));
+    }
     uint32_t get_u32_or(std::string_view key, uint32_t def) const;
     float get_f32_or(std::string_view key, float def) const;
     bool get_bool_or(std::string_view key, bool def) const;
@@ -166,6 +181,9 @@ public:
 
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const TensorInfo* find_tensor(std::string_view name) const;
+
+    // "key 'K' in 'file'": how errors about a key name it.
+    std::string describe_key(std::string_view key) const;
 
 private:
     File() = default;
@@ -180,6 +198,7 @@ private:
     uint64_t data_offset_ = 0;
     std::vector<KeyValue> kv_;
     std::vector<TensorInfo> tensors_;
+    std::unordered_map<std::string, size_t> tensor_index_;  // name -> index in tensors_
 };
 
 // Streaming writer. Usage:
@@ -209,8 +228,14 @@ public:
     void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne);
     size_t tensor_count() const { return tensors_.size(); }
 
+    // Creates `<path>.tmp-<pid>` and writes header, metadata, tensor infos and the
+    // padding up to the data blob. No set()/add_tensor() after this.
     void begin(const std::string& path);
-    void write_tensor_data(const void* data, size_t n);  // checks sizes against the infos
+    // Appends bytes of the current tensor (the first not yet complete). One call must
+    // not run past the current tensor's declared size; the zero padding after a tensor
+    // is written as soon as its last byte arrives.
+    void write_tensor_data(const void* data, size_t n);
+    // Throws if a tensor is incomplete; flushes, fsyncs and renames the temp to `path`.
     void finish();
 
 private:
@@ -221,9 +246,17 @@ private:
         uint64_t nbytes;
     };
     void write_raw(const void* p, size_t n);
+    template <class T>
+    void put(T v) {  // one little-endian scalar
+        write_raw(&v, sizeof v);
+    }
+    void write_value(const Value& v);
+    void write_padding();
+    void close_and_remove() noexcept;
 
     std::vector<KeyValue> kv_;
     std::vector<PendingTensor> tensors_;
+    std::unordered_set<std::string> names_;
     std::string path_, tmp_path_;
     std::FILE* fp_ = nullptr;
     uint32_t alignment_ = 32;

@@ -32,6 +32,7 @@ struct AttentionParams {
     const int32_t* table_len = nullptr;          // [n_tokens] entries in that table
     int32_t window = 0;                          // 0: full attention
     float scale = 1.0f;
+    int64_t n_blocks = 0;                        // blocks in each pool; 0: ids not range-checked
 };
 
 }  // namespace hf2q::ops

@@ -8,6 +8,7 @@
 
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/gather.h"
 #include "ops/matmul.h"
 #include "ops/moe.h"
 #include "ops/norm.h"
@@ -27,6 +28,12 @@ public:
     virtual void geglu(const GegluParams& p) = 0;
     virtual void attention(const AttentionParams& p) = 0;
     virtual void moe_route(const MoeRouteParams& p) = 0;
+
+    // Row movement and KV-cache writes (ops/gather.h).
+    virtual void gather_rows(const GatherRowsParams& p) = 0;
+    virtual void scatter_add(const ScatterAddParams& p) = 0;
+    virtual void kv_store(const KvStoreParams& p) = 0;
+    virtual void copy_blocks(const CopyBlocksParams& p) = 0;
 
     // Element-wise helpers over n contiguous floats.
     virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;  // y = a + b

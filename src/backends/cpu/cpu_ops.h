@@ -1,0 +1,85 @@
+// Internal to the CPU backend: the per-family op entry points behind CpuBackend, the
+// per-thread scratch they share, and the f32 dot product every reduction uses.
+//
+// Determinism: every output element is computed by one thread with a fixed order of
+// operations that depends only on the op's shapes, never on how parallel_for splits
+// the work, so any thread count gives bitwise identical results.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "ops/backend.h"
+
+namespace hf2q::cpu {
+
+// One f32 buffer per pool thread. Ops size it in the calling thread (reserve) before
+// their parallel region; workers then only index their own buffer, so nothing is
+// allocated inside a parallel region and buffers only grow.
+class Scratch {
+  public:
+    explicit Scratch(int n_threads) : bufs_(static_cast<size_t>(n_threads)) {}
+    void reserve(int64_t n_floats) {
+        for (auto& b : bufs_)
+            if (b.size() < static_cast<size_t>(n_floats)) b.resize(static_cast<size_t>(n_floats));
+    }
+    float* get(int thread) { return bufs_[static_cast<size_t>(thread)].data(); }
+
+  private:
+    std::vector<std::vector<float>> bufs_;
+};
+
+struct Context {
+    ThreadPool& pool;
+    Scratch& scratch;
+};
+
+void rms_norm(Context& c, const ops::RmsNormParams& p);
+void rope(Context& c, const ops::RopeParams& p);
+void matmul(Context& c, const ops::MatmulParams& p);
+void get_rows(Context& c, const ops::GetRowsParams& p);
+void geglu(Context& c, const ops::GegluParams& p);
+void attention(Context& c, const ops::AttentionParams& p);
+void moe_route(Context& c, const ops::MoeRouteParams& p);
+void gather_rows(Context& c, const ops::GatherRowsParams& p);
+void scatter_add(Context& c, const ops::ScatterAddParams& p);
+void kv_store(Context& c, const ops::KvStoreParams& p);
+void copy_blocks(Context& c, const ops::CopyBlocksParams& p);
+void add(Context& c, const float* a, const float* b, float* y, int64_t n);
+void scale(Context& c, float* x, float s, int64_t n);
+void mul(Context& c, const float* a, const float* b, float* y, int64_t n);
+void softcap(Context& c, float* x, float cap, int64_t n);
+
+// Eight f32 lanes; GCC/Clang lower this to whatever SIMD width the target has, with
+// the same IEEE results lane by lane. Kept out of function signatures (their ABI
+// depends on -mavx).
+using F8 = float __attribute__((vector_size(32)));
+
+// Σ a[i]·b[i] in f32: four independent 8-lane accumulators over 32-element steps (for
+// instruction-level parallelism), combined as (acc0+acc1)+(acc2+acc3), the eight lanes
+// summed in a fixed tree, then the tail added in order. The order depends only on n.
+inline float dot_f32(const float* a, const float* b, int64_t n) {
+    F8 acc[4] = {};
+    F8 va, vb;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int u = 0; u < 4; ++u) {
+            std::memcpy(&va, a + i + 8 * u, sizeof va);
+            std::memcpy(&vb, b + i + 8 * u, sizeof vb);
+            acc[u] += va * vb;
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        std::memcpy(&va, a + i, sizeof va);
+        std::memcpy(&vb, b + i, sizeof vb);
+        acc[0] += va * vb;
+    }
+    const F8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    float s = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+}  // namespace hf2q::cpu

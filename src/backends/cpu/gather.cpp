@@ -1,0 +1,90 @@
+// Row movement ops (ops/gather.h): gather, weighted scatter-add, KV-cache stores and
+// block copies. A row stride of 0 means n (rows packed).
+//
+// scatter_add is threaded over column ranges: each worker applies every source row,
+// in increasing i, to its own columns, so repeated destination rows accumulate in the
+// documented order whatever the thread count.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/cpu_ops.h"
+#include "core/error.h"
+
+namespace hf2q::cpu {
+namespace {
+
+constexpr int64_t kCopyGrain = 16384;  // floats per chunk
+
+}  // namespace
+
+void gather_rows(Context& c, const ops::GatherRowsParams& p) {
+    if (p.n_rows == 0 || p.n == 0) return;
+    HF2Q_ASSERT(p.n_rows > 0 && p.n > 0 && p.src && p.dst && p.rows);
+    const int64_t ss = p.src_stride ? p.src_stride : p.n;
+    const int64_t ds = p.dst_stride ? p.dst_stride : p.n;
+    HF2Q_ASSERT(ss >= p.n && ds >= p.n);
+    for (int64_t i = 0; i < p.n_rows; ++i) HF2Q_ASSERT(p.rows[i] >= 0);
+    c.pool.parallel_for(p.n_rows, std::max<int64_t>(1, kCopyGrain / p.n),
+                        [&](int64_t i0, int64_t i1, int) {
+                            for (int64_t i = i0; i < i1; ++i)
+                                std::memcpy(p.dst + i * ds, p.src + p.rows[i] * ss,
+                                            static_cast<size_t>(p.n) * sizeof(float));
+                        });
+}
+
+void scatter_add(Context& c, const ops::ScatterAddParams& p) {
+    if (p.n_rows == 0 || p.n == 0) return;
+    HF2Q_ASSERT(p.n_rows > 0 && p.n > 0 && p.src && p.dst && p.rows && p.weights);
+    const int64_t ss = p.src_stride ? p.src_stride : p.n;
+    const int64_t ds = p.dst_stride ? p.dst_stride : p.n;
+    HF2Q_ASSERT(ss >= p.n && ds >= p.n);
+    for (int64_t i = 0; i < p.n_rows; ++i) HF2Q_ASSERT(p.rows[i] >= 0);
+    const int64_t grain = std::max<int64_t>(64, kCopyGrain / p.n_rows);
+    c.pool.parallel_for(p.n, grain, [&](int64_t j0, int64_t j1, int) {
+        for (int64_t i = 0; i < p.n_rows; ++i) {
+            const float w = p.weights[i];
+            const float* s = p.src + i * ss;
+            float* d = p.dst + p.rows[i] * ds;
+            for (int64_t j = j0; j < j1; ++j) d[j] += w * s[j];
+        }
+    });
+}
+
+void kv_store(Context& c, const ops::KvStoreParams& p) {
+    if (p.n_tokens == 0) return;
+    HF2Q_ASSERT(p.n_tokens > 0 && p.row > 0 && p.block_size > 0);
+    HF2Q_ASSERT(p.k && p.v && p.k_pool && p.v_pool && p.pos && p.tables);
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+        if (p.pos[t] < 0 || p.tables[t] == nullptr || p.tables[t][p.pos[t] / p.block_size] < 0)
+            fail("internal error: kv_store: token ", t, " at position ", p.pos[t],
+                 " has no cache block");
+    }
+    c.pool.parallel_for(
+        p.n_tokens, std::max<int64_t>(1, kCopyGrain / p.row), [&](int64_t t0, int64_t t1, int) {
+            for (int64_t t = t0; t < t1; ++t) {
+                const int64_t pos = p.pos[t];
+                const int64_t slot =
+                    static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size +
+                    pos % p.block_size;
+                const size_t bytes = static_cast<size_t>(p.row) * sizeof(float);
+                std::memcpy(p.k_pool + slot * p.row, p.k + t * p.row, bytes);
+                std::memcpy(p.v_pool + slot * p.row, p.v + t * p.row, bytes);
+            }
+        });
+}
+
+// Destination blocks must be distinct and not among the sources (copy on write copies
+// shared blocks into fresh ones), so the copies are independent.
+void copy_blocks(Context& c, const ops::CopyBlocksParams& p) {
+    if (p.n == 0) return;
+    HF2Q_ASSERT(p.n > 0 && p.block_floats > 0 && p.pool && p.src && p.dst);
+    for (int64_t i = 0; i < p.n; ++i)
+        HF2Q_ASSERT(p.src[i] >= 0 && p.dst[i] >= 0 && p.src[i] != p.dst[i]);
+    c.pool.parallel_for(p.n, 1, [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i)
+            std::memcpy(p.pool + p.dst[i] * p.block_floats, p.pool + p.src[i] * p.block_floats,
+                        static_cast<size_t>(p.block_floats) * sizeof(float));
+    });
+}
+
+}  // namespace hf2q::cpu

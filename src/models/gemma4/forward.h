@@ -1,0 +1,76 @@
+// The Gemma 4 forward pass over one flat micro-batch of tokens from any number of
+// sequences, written against ops::Backend. Reads like transformers'
+// Gemma4TextModel: embeddings (+ per-layer embeddings), then per layer attention,
+// feed-forward (dense, or dense + MoE), PLE injection and the layer scalar; final
+// norm, tied LM head and logit soft-capping on the requested rows only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/gemma4/config.h"
+#include "models/gemma4/weights.h"
+#include "ops/backend.h"
+
+namespace hf2q::gemma4 {
+
+// KV pools of one cache-owning layer (layout in ops/attention.h).
+struct LayerKv {
+    float* k = nullptr;
+    float* v = nullptr;
+};
+
+// Attention groups: every sliding layer shares group kSlidingGroup's block tables,
+// every full layer kFullGroup's.
+inline constexpr int kFullGroup = 0;
+inline constexpr int kSlidingGroup = 1;
+
+struct BatchView {
+    int64_t n_tokens = 0;
+    const int32_t* tokens = nullptr;  // [n_tokens]
+    const int32_t* pos = nullptr;     // [n_tokens]
+    // Per group, per token: the block table of the token's sequence and its length.
+    const int32_t* const* tables[2] = {nullptr, nullptr};
+    const int32_t* table_len[2] = {nullptr, nullptr};
+    int64_t block_size = 0;
+    const int32_t* out_rows = nullptr;  // [n_out] token indices whose logits are wanted
+    int64_t n_out = 0;
+};
+
+class Forward {
+public:
+    // Preallocates every activation buffer for up to max_tokens tokens per call.
+    Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t max_tokens);
+
+    // Runs the batch; KV rows of cache-owning layers are written into kv[il] before
+    // attention reads them. logits: [n_out][n_vocab].
+    void run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits);
+
+private:
+    void embed(const BatchView& b);
+    void per_layer_inputs(const BatchView& b);
+    void attention(int64_t il, const BatchView& b, const std::vector<LayerKv>& kv);
+    void dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out);
+    void moe(const LayerWeights& l, int64_t T, float* out);
+    void feed_forward(int64_t il, int64_t T);
+    void ple(int64_t il, int64_t T);
+    void head(const BatchView& b, float* logits);
+
+    const Config& c_;
+    const Weights& w_;
+    ops::Backend& be_;
+    int64_t max_tokens_;
+    // Activations, row-major [tokens][width].
+    std::vector<float> x_, cur_, tmp_, tmp2_;        // [T][H]
+    std::vector<float> q_, k_, v_, attn_;            // [T][heads·head_dim]
+    std::vector<float> gate_, up_;                   // [T][max n_ff]
+    std::vector<float> pl_, pl_tok_, pl_gate_;       // PLE: [T][L·P], [T][L·P], [T][P]
+    std::vector<float> router_logits_, route_w_;     // [T][E], [T][k]
+    std::vector<int32_t> route_ids_;                 // [T][k]
+    std::vector<float> xe_, gu_, ge_, ye_;           // per-expert gathered rows
+    std::vector<int32_t> expert_rows_;               // token rows routed to an expert
+    std::vector<float> expert_w_;
+    std::vector<float> out_rows_;                    // [n_out][H]
+};
+
+}  // namespace hf2q::gemma4

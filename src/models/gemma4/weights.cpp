@@ -1,0 +1,198 @@
+#include "models/gemma4/weights.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+
+namespace hf2q::gemma4 {
+namespace {
+
+std::string shape_str(const gguf::TensorInfo& t) {
+    std::string s = "[";
+    for (uint32_t i = 0; i < t.n_dims; ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+    return s + "]";
+}
+
+class Loader {
+public:
+    Loader(const gguf::File& f, Weights& w) : f_(f), w_(w) {}
+
+    const gguf::TensorInfo* find(const std::string& name, bool required) {
+        const auto* t = f_.find_tensor(name);
+        if (!t && required) fail("model is missing tensor '", name, "'");
+        if (t) used_.insert(name);
+        return t;
+    }
+
+    ops::WeightView matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required) {
+        const auto* t = find(name, required);
+        if (!t) return {};
+        if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
+            fail("tensor '", name, "' has shape ", shape_str(*t), ", expected [", n_in, ", ", n_out, "]");
+        return view(*t);
+    }
+
+    ExpertWeights experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_exp) {
+        const auto* t = find(name, false);
+        if (!t) return {};
+        if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_exp || t->ne[3] != 1)
+            fail("tensor '", name, "' has shape ", shape_str(*t), ", expected [", n_in, ", ", n_out, ", ",
+                 n_exp, "]");
+        ExpertWeights e;
+        e.first = view(*t);
+        e.expert_bytes = e.first.row_bytes * static_cast<uint64_t>(n_out);
+        e.n_expert = n_exp;
+        return e;
+    }
+
+    // 1-D tensor of n elements decoded to f32 (norm weights, scales).
+    const float* vector(const std::string& name, int64_t n, bool required) {
+        const auto* t = find(name, required);
+        if (!t) return nullptr;
+        if (t->n_elements() != n || t->ne[0] != n)
+            fail("tensor '", name, "' has shape ", shape_str(*t), ", expected [", n, "]");
+        check_type(*t);
+        auto buf = std::make_unique<float[]>(static_cast<size_t>(n));
+        quant::dequantize_row(t->type, t->data, buf.get(), n);
+        for (int64_t i = 0; i < n; ++i)
+            if (!std::isfinite(buf[static_cast<size_t>(i)])) fail("tensor '", name, "' holds a non-finite value");
+        count(*t);
+        w_.owned.push_back(std::move(buf));
+        return w_.owned.back().get();
+    }
+
+    // Names present in the file but not used: KV projections of KV-shared layers
+    // are accepted (released E2B/E4B files carry them); anything else is an error,
+    // as in llama.cpp, because it usually means a naming mistake.
+    void check_unused(const Config& c) {
+        for (const auto& t : f_.tensors()) {
+            if (used_.count(t.name)) continue;
+            bool shared_kv = false;
+            for (int64_t il = 0; il < c.n_layer && !shared_kv; ++il) {
+                if (c.has_kv(il)) continue;
+                std::string p = "blk." + std::to_string(il) + ".";
+                shared_kv = t.name == p + "attn_k.weight" || t.name == p + "attn_v.weight" ||
+                            t.name == p + "attn_k_norm.weight";
+            }
+            if (!shared_kv) fail("unexpected tensor '", t.name, "' in a gemma4 model");
+        }
+    }
+
+private:
+    void check_type(const gguf::TensorInfo& t) {
+        if (!quant::is_supported(t.type))
+            fail("tensor '", t.name, "' has type ", ggml_type_name(t.type), ", which hf2q cannot compute with");
+    }
+    void count(const gguf::TensorInfo& t) {
+        w_.n_bytes += t.nbytes;
+        w_.n_params += t.n_elements();
+    }
+    ops::WeightView view(const gguf::TensorInfo& t) {
+        check_type(t);
+        count(t);
+        ops::WeightView v;
+        v.type = t.type;
+        v.n_in = t.ne[0];
+        v.n_out = t.ne[1];
+        v.row_bytes = t.row_bytes();
+        v.data = t.data;
+        return v;
+    }
+
+    const gguf::File& f_;
+    Weights& w_;
+    std::set<std::string> used_;
+};
+
+void load_layer(Loader& ld, const Config& c, int64_t il, LayerWeights& l) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const int64_t H = c.n_embd, hd = c.head_dim(il), nq = c.n_head * hd, nkv = c.kv_heads(il) * hd;
+    const int64_t F = c.n_ff[static_cast<size_t>(il)];
+    l.attn_norm = ld.vector(p + "attn_norm.weight", H, true);
+    l.attn_q = ld.matrix(p + "attn_q.weight", H, nq, true);
+    l.attn_q_norm = ld.vector(p + "attn_q_norm.weight", hd, true);
+    if (c.has_kv(il)) {
+        l.attn_k = ld.matrix(p + "attn_k.weight", H, nkv, true);
+        l.attn_v = ld.matrix(p + "attn_v.weight", H, nkv, false);
+        l.attn_k_norm = ld.vector(p + "attn_k_norm.weight", hd, true);
+    }
+    l.attn_output = ld.matrix(p + "attn_output.weight", nq, H, true);
+    l.post_attention_norm = ld.vector(p + "post_attention_norm.weight", H, true);
+    l.ffn_norm = ld.vector(p + "ffn_norm.weight", H, true);
+    l.ffn_gate = ld.matrix(p + "ffn_gate.weight", H, F, true);
+    l.ffn_up = ld.matrix(p + "ffn_up.weight", H, F, true);
+    l.ffn_down = ld.matrix(p + "ffn_down.weight", F, H, true);
+    l.post_ffw_norm = ld.vector(p + "post_ffw_norm.weight", H, true);
+    if (const float* s = ld.vector(p + "layer_output_scale.weight", 1, false)) l.output_scale = s[0];
+
+    if (c.is_moe()) {
+        const int64_t E = c.n_expert, Fe = c.n_ff_exp;
+        l.ffn_gate_inp = ld.matrix(p + "ffn_gate_inp.weight", H, E, true);
+        l.ffn_gate_inp_scale = ld.vector(p + "ffn_gate_inp.scale", H, true);
+        l.pre_ffw_norm_2 = ld.vector(p + "pre_ffw_norm_2.weight", H, true);
+        l.post_ffw_norm_1 = ld.vector(p + "post_ffw_norm_1.weight", H, true);
+        l.post_ffw_norm_2 = ld.vector(p + "post_ffw_norm_2.weight", H, true);
+        l.gate_up_exps = ld.experts(p + "ffn_gate_up_exps.weight", H, 2 * Fe, E);
+        if (l.gate_up_exps.empty()) {
+            l.gate_exps = ld.experts(p + "ffn_gate_exps.weight", H, Fe, E);
+            l.up_exps = ld.experts(p + "ffn_up_exps.weight", H, Fe, E);
+            if (l.gate_exps.empty() || l.up_exps.empty())
+                fail("model is missing tensor '", p, "ffn_gate_up_exps.weight' (or ffn_gate_exps/ffn_up_exps)");
+        }
+        l.down_exps = ld.experts(p + "ffn_down_exps.weight", Fe, H, E);
+        if (l.down_exps.empty()) fail("model is missing tensor '", p, "ffn_down_exps.weight'");
+        l.down_exps_scale = ld.vector(p + "ffn_down_exps.scale", E, false);
+    }
+    if (c.has_ple()) {
+        l.inp_gate = ld.matrix(p + "inp_gate.weight", H, c.n_embd_per_layer, true);
+        l.proj = ld.matrix(p + "proj.weight", c.n_embd_per_layer, H, true);
+        l.post_norm = ld.vector(p + "post_norm.weight", H, true);
+    }
+}
+
+// inv_freq[i] = 1 / base^(2i/d), evaluated in f32 as transformers does, divided by
+// llama.cpp's per-pair frequency factor (1e30 marks a non-rotating pair).
+std::vector<float> inv_freq(float base, int64_t d, const float* factors) {
+    std::vector<float> out(static_cast<size_t>(d / 2));
+    for (int64_t i = 0; i < d / 2; ++i) {
+        float e = static_cast<float>(2 * i) / static_cast<float>(d);
+        float f = 1.0f / std::pow(base, e);
+        if (factors) f = f / factors[i];
+        out[static_cast<size_t>(i)] = f;
+    }
+    return out;
+}
+
+}  // namespace
+
+Weights load_weights(const gguf::File& f, const Config& c) {
+    Weights w;
+    Loader ld(f, w);
+    const int64_t H = c.n_embd;
+    w.token_embd = ld.matrix("token_embd.weight", H, c.n_vocab, true);
+    w.output = ld.matrix("output.weight", H, c.n_vocab, false);
+    w.output_norm = ld.vector("output_norm.weight", H, true);
+    if (c.has_ple()) {
+        const int64_t LP = c.n_layer * c.n_embd_per_layer;
+        w.per_layer_token_embd = ld.matrix("per_layer_token_embd.weight", LP, c.n_vocab, true);
+        w.per_layer_model_proj = ld.matrix("per_layer_model_proj.weight", H, LP, true);
+        w.per_layer_proj_norm = ld.vector("per_layer_proj_norm.weight", c.n_embd_per_layer, true);
+    }
+    int64_t hd_full = 0, hd_swa = 0;
+    for (int64_t il = 0; il < c.n_layer; ++il) (c.is_sliding(il) ? hd_swa : hd_full) = c.head_dim(il);
+    // Without rope_freqs every pair of the full layers rotates (plain RoPE).
+    const float* rope_freqs = hd_full ? ld.vector("rope_freqs.weight", hd_full / 2, false) : nullptr;
+    if (hd_full) w.inv_freq_full = inv_freq(c.rope_base_full, hd_full, rope_freqs);
+    if (hd_swa) w.inv_freq_swa = inv_freq(c.rope_base_swa, hd_swa, nullptr);
+
+    w.layers.resize(static_cast<size_t>(c.n_layer));
+    for (int64_t il = 0; il < c.n_layer; ++il) load_layer(ld, c, il, w.layers[static_cast<size_t>(il)]);
+    ld.check_unused(c);
+    return w;
+}
+
+}  // namespace hf2q::gemma4

@@ -1,0 +1,83 @@
+// Gemma 4 weight table: every tensor the forward pass reads, looked up by its
+// llama.cpp name and checked against the config (presence, shape, type). Matrices
+// stay in the file's block format (views into the mapping); 1-D tensors (norms,
+// scales) are decoded to f32 once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "models/gemma4/config.h"
+#include "ops/types.h"
+
+namespace hf2q::gguf {
+class File;
+}
+
+namespace hf2q::gemma4 {
+
+// Stacked expert matrices (GGUF ne = [n_in, n_out, n_expert]).
+struct ExpertWeights {
+    ops::WeightView first;        // expert 0
+    uint64_t expert_bytes = 0;    // bytes between experts
+    int64_t n_expert = 0;
+
+    bool empty() const { return first.empty(); }
+    ops::WeightView expert(int64_t e) const {
+        ops::WeightView v = first;
+        v.data = static_cast<const uint8_t*>(first.data) + static_cast<uint64_t>(e) * expert_bytes;
+        return v;
+    }
+};
+
+struct LayerWeights {
+    // Attention. attn_k / attn_v are empty on KV-shared layers; attn_v is empty on
+    // K=V full layers (V is the raw K projection).
+    const float* attn_norm = nullptr;
+    ops::WeightView attn_q, attn_k, attn_v, attn_output;
+    const float* attn_q_norm = nullptr;
+    const float* attn_k_norm = nullptr;
+    const float* post_attention_norm = nullptr;
+    // Dense MLP (the always-on branch on MoE models).
+    const float* ffn_norm = nullptr;
+    ops::WeightView ffn_gate, ffn_up, ffn_down;
+    const float* post_ffw_norm = nullptr;
+    // MoE (empty on dense models).
+    ops::WeightView ffn_gate_inp;                 // router [n_embd → n_expert]
+    const float* ffn_gate_inp_scale = nullptr;    // [n_embd]
+    const float* pre_ffw_norm_2 = nullptr;
+    const float* post_ffw_norm_1 = nullptr;
+    const float* post_ffw_norm_2 = nullptr;
+    ExpertWeights gate_up_exps;                   // [n_embd → 2·n_ff_exp], gate rows first
+    ExpertWeights gate_exps, up_exps;             // alternative split form
+    ExpertWeights down_exps;                      // [n_ff_exp → n_embd]
+    const float* down_exps_scale = nullptr;       // [n_expert] per-expert output scale
+    // Per-layer embeddings (PLE models).
+    ops::WeightView inp_gate, proj;
+    const float* post_norm = nullptr;
+    float output_scale = 1.0f;                    // layer_scalar
+};
+
+struct Weights {
+    ops::WeightView token_embd;      // [n_embd] × n_vocab rows; also the tied LM head
+    ops::WeightView output;          // empty when tied
+    const float* output_norm = nullptr;
+    ops::WeightView per_layer_token_embd;   // rows of n_layer·P (PLE)
+    ops::WeightView per_layer_model_proj;   // [n_embd → n_layer·P]
+    const float* per_layer_proj_norm = nullptr;
+    std::vector<LayerWeights> layers;
+    // RoPE inverse frequencies, [head_dim / 2] per attention kind; full layers fold
+    // in rope_freqs (proportional RoPE).
+    std::vector<float> inv_freq_full, inv_freq_swa;
+    uint64_t n_bytes = 0;
+    int64_t n_params = 0;
+
+    std::vector<std::unique_ptr<float[]>> owned;  // decoded 1-D tensors
+};
+
+// Throws hf2q::Error naming the tensor that is missing, misshapen, of an
+// unsupported type, or unexpected.
+Weights load_weights(const gguf::File& f, const Config& c);
+
+}  // namespace hf2q::gemma4

@@ -1,0 +1,56 @@
+// Row movement ops: gather rows into a dense buffer, weighted scatter-add back,
+// and writes into the paged KV cache (layout in ops/attention.h).
+#pragma once
+
+#include <cstdint>
+
+namespace hf2q::ops {
+
+// dst[i][0..n) = src[rows[i]][0..n)
+struct GatherRowsParams {
+    const float* src = nullptr;
+    int64_t src_stride = 0;  // floats between source rows
+    float* dst = nullptr;
+    int64_t dst_stride = 0;
+    const int32_t* rows = nullptr;  // [n_rows]
+    int64_t n_rows = 0;
+    int64_t n = 0;
+};
+
+// dst[rows[i]][j] += weights[i] · src[i][j], applied in increasing i (deterministic).
+struct ScatterAddParams {
+    const float* src = nullptr;  // [n_rows][src_stride]
+    int64_t src_stride = 0;
+    float* dst = nullptr;
+    int64_t dst_stride = 0;
+    const int32_t* rows = nullptr;     // [n_rows]
+    const float* weights = nullptr;    // [n_rows]
+    int64_t n_rows = 0;
+    int64_t n = 0;
+};
+
+// Writes K and V rows of n_tokens tokens into the cache pools at their positions:
+// pool row of position p = tables[t][p / block_size] · block_size + p % block_size,
+// each pool row holding `row` floats (n_kv_heads · head_dim).
+struct KvStoreParams {
+    const float* k = nullptr;  // [n_tokens][row]
+    const float* v = nullptr;  // [n_tokens][row]
+    float* k_pool = nullptr;
+    float* v_pool = nullptr;
+    int64_t row = 0;
+    int64_t block_size = 0;
+    const int32_t* pos = nullptr;            // [n_tokens]
+    const int32_t* const* tables = nullptr;  // [n_tokens]
+    int64_t n_tokens = 0;
+};
+
+// Copies whole blocks inside one pool: pool[dst[i]] = pool[src[i]] (copy on write).
+struct CopyBlocksParams {
+    float* pool = nullptr;
+    int64_t block_floats = 0;  // block_size · row
+    const int32_t* src = nullptr;
+    const int32_t* dst = nullptr;
+    int64_t n = 0;
+};
+
+}  // namespace hf2q::ops

@@ -1,0 +1,206 @@
+#include "runtime/context_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/checked.h"
+#include "core/error.h"
+
+namespace hf2q::runtime {
+namespace {
+
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void check_options(const ContextOptions& o) {
+    if (o.n_seq_max <= 0 || o.n_seq_max > 4096) fail("number of sequences must be in [1, 4096], got ", o.n_seq_max);
+    if (o.n_ctx <= 0) fail("context size must be positive, got ", o.n_ctx);
+    if (o.n_ubatch <= 0) fail("micro-batch size must be positive, got ", o.n_ubatch);
+    if (o.kv_block_size <= 0 || o.kv_block_size > 4096)
+        fail("KV block size must be in [1, 4096], got ", o.kv_block_size);
+}
+
+}  // namespace
+
+ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : model_(model), opts_(opts) {
+    check_options(opts);
+    const auto& c = model.config();
+    backend_ = cpu::make_backend(opts.n_threads);
+
+    // Full layers keep every block of every sequence. A sliding layer needs at most
+    // the window plus one micro-batch per sequence at any time (blocks leaving the
+    // window are freed after each micro-batch), plus one block of slack for the
+    // partially filled block at each end.
+    const int64_t B = opts.kv_block_size;
+    const int64_t full_blocks = opts.n_seq_max * ceil_div(opts.n_ctx, B);
+    const int64_t swa_per_seq = ceil_div(c.sliding_window - 1 + opts.n_ubatch, B) + 2;
+    const int64_t swa_blocks = std::min(full_blocks, opts.n_seq_max * swa_per_seq);
+    kv::TablesOptions to;
+    to.block_size = opts.kv_block_size;
+    to.n_seq_max = opts.n_seq_max;
+    to.n_ctx = opts.n_ctx;
+    to.groups.resize(2);
+    to.groups[gemma4::kFullGroup] = {0, full_blocks};
+    to.groups[gemma4::kSlidingGroup] = {static_cast<int32_t>(c.sliding_window), swa_blocks};
+    tables_ = std::make_unique<kv::BlockTables>(to);
+
+    k_pools_.resize(sz(c.n_layer));
+    v_pools_.resize(sz(c.n_layer));
+    layer_kv_.resize(sz(c.n_layer));
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        if (!c.has_kv(il)) continue;
+        int64_t blocks = c.is_sliding(il) ? swa_blocks : full_blocks;
+        auto n = checked_mul(static_cast<uint64_t>(blocks * B), static_cast<uint64_t>(c.kv_heads(il) * c.head_dim(il)));
+        if (!n || *n > (1ull << 40)) fail("KV cache for layer ", il, " is too large; lower --ctx-size or --parallel");
+        k_pools_[sz(il)].assign(sz(static_cast<int64_t>(*n)), 0.0f);
+        v_pools_[sz(il)].assign(sz(static_cast<int64_t>(*n)), 0.0f);
+    }
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        int64_t src = c.kv_source[sz(il)];
+        layer_kv_[sz(il)] = {k_pools_[sz(src)].data(), v_pools_[sz(src)].data()};
+    }
+    forward_ = std::make_unique<gemma4::Forward>(c, model.weights(), *backend_, opts.n_ubatch);
+    const size_t U = sz(opts.n_ubatch);
+    tokens_.resize(U);
+    pos_.resize(U);
+    out_rows_.resize(U);
+    for (int g = 0; g < 2; ++g) {
+        table_ptr_[g].resize(U);
+        table_len_[g].resize(U);
+    }
+}
+
+int64_t ContextImpl::kv_capacity_tokens() const {
+    return static_cast<int64_t>(opts_.n_seq_max) * opts_.n_ctx;
+}
+
+// Every token must name a valid sequence and vocabulary entry, and each sequence's
+// tokens must continue it at consecutive positions.
+void ContextImpl::validate(const std::vector<BatchToken>& batch) const {
+    const int64_t V = n_vocab();
+    std::vector<int32_t> next(sz(opts_.n_seq_max), -1);
+    for (size_t i = 0; i < batch.size(); ++i) {
+        const BatchToken& t = batch[i];
+        if (t.seq < 0 || t.seq >= opts_.n_seq_max)
+            fail("batch token ", i, ": sequence id ", t.seq, " out of range [0, ", opts_.n_seq_max, ")");
+        if (t.token < 0 || t.token >= V)
+            fail("batch token ", i, ": token id ", t.token, " out of range [0, ", V, ")");
+        int32_t& expect = next[sz(t.seq)];
+        if (expect < 0) expect = tables_->seq_length(t.seq);
+        if (t.pos != expect)
+            fail("batch token ", i, ": sequence ", t.seq, " expects position ", expect, ", got ", t.pos,
+                 " (positions must continue each sequence in order)");
+        if (t.pos >= opts_.n_ctx)
+            fail("batch token ", i, ": position ", t.pos, " exceeds the context size ", opts_.n_ctx);
+        ++expect;
+    }
+}
+
+void ContextImpl::apply_copies(const std::vector<kv::BlockCopy>& copies) {
+    const auto& c = model_.config();
+    for (const auto& cp : copies) {
+        for (int64_t il = 0; il < c.n_layer; ++il) {
+            if (!c.has_kv(il)) continue;
+            int group = c.is_sliding(il) ? gemma4::kSlidingGroup : gemma4::kFullGroup;
+            if (group != cp.group) continue;
+            ops::CopyBlocksParams p;
+            p.block_floats = opts_.kv_block_size * c.kv_heads(il) * c.head_dim(il);
+            p.src = &cp.src;
+            p.dst = &cp.dst;
+            p.n = 1;
+            p.pool = k_pools_[sz(il)].data();
+            backend_->copy_blocks(p);
+            p.pool = v_pools_[sz(il)].data();
+            backend_->copy_blocks(p);
+        }
+    }
+}
+
+void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end) {
+    std::vector<std::pair<int32_t, int32_t>> counts;
+    for (size_t i = begin; i < end; ++i) {
+        auto it = std::find_if(counts.begin(), counts.end(), [&](auto& p) { return p.first == batch[i].seq; });
+        if (it == counts.end()) counts.push_back({batch[i].seq, 1});
+        else ++it->second;
+    }
+    std::vector<kv::BlockCopy> copies;
+    tables_->reserve(counts, copies);
+    apply_copies(copies);
+
+    gemma4::BatchView b;
+    int64_t n_out = 0;
+    for (size_t i = begin; i < end; ++i) {
+        const size_t t = i - begin;
+        tokens_[t] = batch[i].token;
+        pos_[t] = batch[i].pos;
+        for (int g = 0; g < 2; ++g) {
+            const auto& tab = tables_->table(g, batch[i].seq);
+            table_ptr_[g][t] = tab.data();
+            table_len_[g][t] = static_cast<int32_t>(tab.size());
+        }
+        if (batch[i].logits) out_rows_[sz(n_out++)] = static_cast<int32_t>(t);
+    }
+    b.n_tokens = static_cast<int64_t>(end - begin);
+    b.tokens = tokens_.data();
+    b.pos = pos_.data();
+    for (int g = 0; g < 2; ++g) {
+        b.tables[g] = table_ptr_[g].data();
+        b.table_len[g] = table_len_[g].data();
+    }
+    b.block_size = opts_.kv_block_size;
+    b.out_rows = out_rows_.data();
+    b.n_out = n_out;
+    const int64_t V = n_vocab();
+    logits_.resize(sz((n_outputs_ + n_out) * V));
+    forward_->run(b, layer_kv_, logits_.data() + static_cast<size_t>(n_outputs_) * sz(V));
+    n_outputs_ += static_cast<int32_t>(n_out);
+    for (auto [seq, n] : counts) tables_->commit(seq, tables_->seq_length(seq) + n);
+}
+
+void ContextImpl::decode(const std::vector<BatchToken>& batch) {
+    validate(batch);
+    n_outputs_ = 0;
+    // The full-attention group keeps every block: check the whole batch fits before
+    // any micro-batch writes (sliding groups are sized to always fit one).
+    std::vector<std::pair<int32_t, int32_t>> counts;
+    for (const auto& t : batch) {
+        auto it = std::find_if(counts.begin(), counts.end(), [&](auto& p) { return p.first == t.seq; });
+        if (it == counts.end()) counts.push_back({t.seq, 1});
+        else ++it->second;
+    }
+    int64_t need = tables_->blocks_needed(gemma4::kFullGroup, counts);
+    if (need > tables_->free_blocks(gemma4::kFullGroup))
+        fail("KV cache full: the batch needs ", need, " blocks but ", tables_->free_blocks(gemma4::kFullGroup),
+             " are free (remove sequences or raise the context size)");
+    for (size_t b = 0; b < batch.size(); b += sz(opts_.n_ubatch))
+        run_ubatch(batch, b, std::min(batch.size(), b + sz(opts_.n_ubatch)));
+}
+
+const float* ContextImpl::logits(int32_t i) const {
+    if (i < 0 || i >= n_outputs_) fail("logits index ", i, " out of range [0, ", n_outputs_, ")");
+    return logits_.data() + static_cast<size_t>(i) * sz(n_vocab());
+}
+
+}  // namespace hf2q::runtime
+
+namespace hf2q {
+
+std::unique_ptr<Context> Context::create(const Model& model, const ContextOptions& opts) {
+    std::unique_ptr<Context> c(new Context());
+    c->impl_ = std::make_unique<runtime::ContextImpl>(model.impl(), opts);
+    return c;
+}
+
+Context::~Context() = default;
+void Context::decode(const std::vector<BatchToken>& batch) { impl_->decode(batch); }
+const float* Context::logits(int32_t i) const { return impl_->logits(i); }
+int32_t Context::n_outputs() const { return impl_->n_outputs(); }
+int64_t Context::n_vocab() const { return impl_->n_vocab(); }
+int32_t Context::seq_length(int32_t seq) const { return impl_->tables().seq_length(seq); }
+void Context::seq_remove(int32_t seq) { impl_->tables().remove(seq); }
+void Context::seq_truncate(int32_t seq, int32_t pos) { impl_->tables().truncate(seq, pos); }
+void Context::seq_fork(int32_t src, int32_t dst) { impl_->tables().fork(src, dst); }
+const ContextOptions& Context::options() const { return impl_->options(); }
+
+}  // namespace hf2q

@@ -1,0 +1,81 @@
+// End-to-end parity with transformers: convert each fixture checkpoint, run every
+// prompt, compare logits and greedy continuations with the references.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "model/fixture.h"
+
+using namespace hf2q;
+using namespace hf2q::test;
+
+namespace {
+
+class Parity : public ::testing::TestWithParam<std::string> {};
+
+int32_t argmax(const float* v, int64_t n) {
+    return static_cast<int32_t>(std::max_element(v, v + n) - v);
+}
+
+}  // namespace
+
+// Logits of every prompt position within relative L2 error 1e-4 of transformers
+// (float32 reference on the same bf16-valued weights).
+TEST_P(Parity, PromptLogitsMatchTransformers) {
+    const Fixture& fx = fixture(GetParam());
+    double worst = 0;
+    for (size_t i = 0; i < fx.prompts.size(); ++i) {
+        const Prompt& p = fx.prompts[i];
+        auto got = run_alone(*fx.model, p.ids);
+        double err = rel_l2(got.data(), p.logits.data(), got.size());
+        worst = std::max(worst, err);
+        EXPECT_LT(err, 1e-4) << "prompt " << i << " (" << p.ids.size() << " tokens), max abs diff "
+                             << max_abs_diff(got.data(), p.logits.data(), got.size());
+    }
+    std::printf("[ parity ] %s: largest relative L2 error %.3g\n", GetParam().c_str(), worst);
+}
+
+// Greedy decoding, token by token through the KV cache, follows the reference
+// continuation wherever its top-2 margin is clear of rounding noise.
+TEST_P(Parity, GreedyContinuationMatches) {
+    const Fixture& fx = fixture(GetParam());
+    const int64_t V = fx.n_vocab;
+    for (size_t i = 0; i < fx.prompts.size(); ++i) {
+        const Prompt& p = fx.prompts[i];
+        auto ctx = Context::create(*fx.model, small_context(1));
+        std::vector<BatchToken> batch;
+        for (size_t t = 0; t < p.ids.size(); ++t)
+            batch.push_back({p.ids[t], 0, static_cast<int32_t>(t), t + 1 == p.ids.size()});
+        ctx->decode(batch);
+        int32_t pos = static_cast<int32_t>(p.ids.size());
+        for (size_t s = 0; s < p.greedy.size(); ++s) {
+            int32_t got = argmax(ctx->logits(0), V);
+            if (p.margins[s] > 1e-2f)
+                EXPECT_EQ(got, p.greedy[s]) << "prompt " << i << " step " << s << " margin " << p.margins[s];
+            // Continue with the reference token so one near-tie cannot derail the rest.
+            ctx->decode({{p.greedy[s], 0, pos++, true}});
+        }
+    }
+}
+
+// The fixture weights are bf16 values, so a bf16 GGUF holds exactly the f32 GGUF's
+// weights and must compute the same logits.
+TEST_P(Parity, Bf16FileMatchesF32File) {
+    const Fixture& f32 = fixture(GetParam(), "f32");
+    const Fixture& bf16 = fixture(GetParam(), "bf16");
+    const Prompt& p = f32.prompts[2];
+    auto a = run_alone(*f32.model, p.ids);
+    auto b = run_alone(*bf16.model, p.ids);
+    EXPECT_LT(rel_l2(b.data(), a.data(), a.size()), 1e-6);
+}
+
+// F16 storage rounds the weights: logits move, but stay close.
+TEST_P(Parity, F16FileStaysClose) {
+    const Fixture& f16 = fixture(GetParam(), "f16");
+    const Prompt& p = f16.prompts[3];
+    auto got = run_alone(*f16.model, p.ids);
+    EXPECT_LT(rel_l2(got.data(), p.logits.data(), got.size()), 2e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemma4, Parity, ::testing::ValuesIn(variants()));
