@@ -3,8 +3,11 @@
 // All pointers are in the backend's memory (host memory for the CPU backend).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 #include "ops/activation.h"
 #include "ops/attention.h"
@@ -20,6 +23,25 @@ class Backend {
 public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;
+
+    // Memory. Buffers live in the backend's memory space and are freed with the
+    // backend. The defaults are host memory (the CPU backend); device backends
+    // override all of them.
+    virtual bool host_memory() const { return true; }  // weights usable in place (mmap)
+    virtual void* alloc(size_t bytes) {
+        // 64-byte aligned, zeroed.
+        host_buffers_.emplace_back(new (std::align_val_t(64)) uint8_t[bytes > 0 ? bytes : 1]());
+        return host_buffers_.back().get();
+    }
+    virtual void upload(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+    virtual void download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+    virtual void fill_zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
+    virtual void synchronize() {}
+
+    template <class T>
+    T* alloc_array(size_t n) {
+        return static_cast<T*>(alloc(n * sizeof(T)));
+    }
 
     virtual void rms_norm(const RmsNormParams& p) = 0;
     virtual void rope(const RopeParams& p) = 0;
@@ -40,6 +62,12 @@ public:
     virtual void scale(float* x, float s, int64_t n) = 0;                         // x *= s
     virtual void mul(const float* a, const float* b, float* y, int64_t n) = 0;  // y = a ⊙ b
     virtual void softcap(float* x, float cap, int64_t n) = 0;  // x = cap·tanh(x/cap)
+
+private:
+    struct AlignedDelete {
+        void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+    };
+    std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> host_buffers_;
 };
 
 }  // namespace hf2q::ops

@@ -45,29 +45,39 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
     to.groups[gemma4::kSlidingGroup] = {static_cast<int32_t>(c.sliding_window), swa_blocks};
     tables_ = std::make_unique<kv::BlockTables>(to);
 
-    k_pools_.resize(sz(c.n_layer));
-    v_pools_.resize(sz(c.n_layer));
+    pools_.resize(sz(c.n_layer));
     layer_kv_.resize(sz(c.n_layer));
+    pool_row_.resize(sz(c.n_layer));
     for (int64_t il = 0; il < c.n_layer; ++il) {
+        pool_row_[sz(il)] = c.kv_heads(il) * c.head_dim(il);
         if (!c.has_kv(il)) continue;
         int64_t blocks = c.is_sliding(il) ? swa_blocks : full_blocks;
-        auto n = checked_mul(static_cast<uint64_t>(blocks * B), static_cast<uint64_t>(c.kv_heads(il) * c.head_dim(il)));
+        auto n = checked_mul(static_cast<uint64_t>(blocks * B), static_cast<uint64_t>(pool_row_[sz(il)]));
         if (!n || *n > (1ull << 40)) fail("KV cache for layer ", il, " is too large; lower --ctx-size or --parallel");
-        k_pools_[sz(il)].assign(sz(static_cast<int64_t>(*n)), 0.0f);
-        v_pools_[sz(il)].assign(sz(static_cast<int64_t>(*n)), 0.0f);
+        pools_[sz(il)].k = backend_->alloc_array<float>(*n);
+        pools_[sz(il)].v = backend_->alloc_array<float>(*n);
     }
-    for (int64_t il = 0; il < c.n_layer; ++il) {
-        int64_t src = c.kv_source[sz(il)];
-        layer_kv_[sz(il)] = {k_pools_[sz(src)].data(), v_pools_[sz(src)].data()};
-    }
+    for (int64_t il = 0; il < c.n_layer; ++il) layer_kv_[sz(il)] = pools_[sz(c.kv_source[sz(il)])];
     forward_ = std::make_unique<gemma4::Forward>(c, model.weights(), *backend_, opts.n_ubatch);
+
+    d_copy_src_ = backend_->alloc_array<int32_t>(sz(opts.n_seq_max));
+    d_copy_dst_ = backend_->alloc_array<int32_t>(sz(opts.n_seq_max));
     const size_t U = sz(opts.n_ubatch);
-    tokens_.resize(U);
-    pos_.resize(U);
-    out_rows_.resize(U);
+    const size_t max_seqs = std::min<size_t>(U, sz(opts.n_seq_max));
+    table_width_ = ceil_div(opts.n_ctx, B);
+    h_tokens_.resize(U);
+    h_pos_.resize(U);
+    h_out_rows_.resize(U);
+    d_tokens_ = backend_->alloc_array<int32_t>(U);
+    d_pos_ = backend_->alloc_array<int32_t>(U);
+    d_out_rows_ = backend_->alloc_array<int32_t>(U);
     for (int g = 0; g < 2; ++g) {
-        table_ptr_[g].resize(U);
-        table_len_[g].resize(U);
+        h_tables_[g].resize(max_seqs * sz(table_width_));
+        h_table_len_[g].resize(U);
+        h_table_ptr_[g].resize(U);
+        d_tables_[g] = backend_->alloc_array<int32_t>(max_seqs * sz(table_width_));
+        d_table_len_[g] = backend_->alloc_array<int32_t>(U);
+        d_table_ptr_[g] = backend_->alloc_array<const int32_t*>(U);
     }
 }
 
@@ -97,24 +107,83 @@ void ContextImpl::validate(const std::vector<BatchToken>& batch) const {
     }
 }
 
+// Copy on write: at most one block per (sequence, group) is copied per micro-batch
+// (the shared, partially filled block the sequence appends to).
 void ContextImpl::apply_copies(const std::vector<kv::BlockCopy>& copies) {
     const auto& c = model_.config();
-    for (const auto& cp : copies) {
+    for (int g = 0; g < 2; ++g) {
+        std::vector<int32_t> src, dst;
+        for (const auto& cp : copies)
+            if (cp.group == g) {
+                src.push_back(cp.src);
+                dst.push_back(cp.dst);
+            }
+        if (src.empty()) continue;
+        HF2Q_ASSERT(src.size() <= sz(opts_.n_seq_max));
+        backend_->upload(d_copy_src_, src.data(), src.size() * sizeof(int32_t));
+        backend_->upload(d_copy_dst_, dst.data(), dst.size() * sizeof(int32_t));
         for (int64_t il = 0; il < c.n_layer; ++il) {
-            if (!c.has_kv(il)) continue;
-            int group = c.is_sliding(il) ? gemma4::kSlidingGroup : gemma4::kFullGroup;
-            if (group != cp.group) continue;
+            if (!c.has_kv(il) || (c.is_sliding(il) ? gemma4::kSlidingGroup : gemma4::kFullGroup) != g) continue;
             ops::CopyBlocksParams p;
-            p.block_floats = opts_.kv_block_size * c.kv_heads(il) * c.head_dim(il);
-            p.src = &cp.src;
-            p.dst = &cp.dst;
-            p.n = 1;
-            p.pool = k_pools_[sz(il)].data();
+            p.block_floats = opts_.kv_block_size * pool_row_[sz(il)];
+            p.src = d_copy_src_;
+            p.dst = d_copy_dst_;
+            p.n = static_cast<int64_t>(src.size());
+            p.pool = pools_[sz(il)].k;
             backend_->copy_blocks(p);
-            p.pool = v_pools_[sz(il)].data();
+            p.pool = pools_[sz(il)].v;
             backend_->copy_blocks(p);
         }
     }
+}
+
+// Copies the micro-batch's tokens, positions, output rows and block tables into
+// backend buffers and describes them as a BatchView.
+gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end) {
+    const size_t T = end - begin;
+    std::vector<int32_t> seqs;  // distinct sequences in order of first appearance
+    std::vector<int32_t> row_of(sz(opts_.n_seq_max), -1);
+    int64_t n_out = 0;
+    for (size_t i = begin; i < end; ++i) {
+        const size_t t = i - begin;
+        const int32_t seq = batch[i].seq;
+        if (row_of[sz(seq)] < 0) {
+            row_of[sz(seq)] = static_cast<int32_t>(seqs.size());
+            seqs.push_back(seq);
+        }
+        h_tokens_[t] = batch[i].token;
+        h_pos_[t] = batch[i].pos;
+        if (batch[i].logits) h_out_rows_[sz(n_out++)] = static_cast<int32_t>(t);
+    }
+    gemma4::BatchView b;
+    for (int g = 0; g < 2; ++g) {
+        for (size_t r = 0; r < seqs.size(); ++r) {
+            const auto& tab = tables_->table(g, seqs[r]);
+            HF2Q_ASSERT(static_cast<int64_t>(tab.size()) <= table_width_);
+            std::copy(tab.begin(), tab.end(), h_tables_[g].begin() + static_cast<std::ptrdiff_t>(r * sz(table_width_)));
+        }
+        for (size_t i = begin; i < end; ++i) {
+            const size_t t = i - begin;
+            const int32_t r = row_of[sz(batch[i].seq)];
+            h_table_ptr_[g][t] = d_tables_[g] + static_cast<int64_t>(r) * table_width_;
+            h_table_len_[g][t] = static_cast<int32_t>(tables_->table(g, batch[i].seq).size());
+        }
+        backend_->upload(d_tables_[g], h_tables_[g].data(), seqs.size() * sz(table_width_) * sizeof(int32_t));
+        backend_->upload(d_table_ptr_[g], h_table_ptr_[g].data(), T * sizeof(const int32_t*));
+        backend_->upload(d_table_len_[g], h_table_len_[g].data(), T * sizeof(int32_t));
+        b.tables[g] = d_table_ptr_[g];
+        b.table_len[g] = d_table_len_[g];
+    }
+    backend_->upload(d_tokens_, h_tokens_.data(), T * sizeof(int32_t));
+    backend_->upload(d_pos_, h_pos_.data(), T * sizeof(int32_t));
+    backend_->upload(d_out_rows_, h_out_rows_.data(), sz(n_out) * sizeof(int32_t));
+    b.n_tokens = static_cast<int64_t>(T);
+    b.tokens = d_tokens_;
+    b.pos = d_pos_;
+    b.block_size = opts_.kv_block_size;
+    b.out_rows = d_out_rows_;
+    b.n_out = n_out;
+    return b;
 }
 
 void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end) {
@@ -128,29 +197,8 @@ void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin,
     tables_->reserve(counts, copies);
     apply_copies(copies);
 
-    gemma4::BatchView b;
-    int64_t n_out = 0;
-    for (size_t i = begin; i < end; ++i) {
-        const size_t t = i - begin;
-        tokens_[t] = batch[i].token;
-        pos_[t] = batch[i].pos;
-        for (int g = 0; g < 2; ++g) {
-            const auto& tab = tables_->table(g, batch[i].seq);
-            table_ptr_[g][t] = tab.data();
-            table_len_[g][t] = static_cast<int32_t>(tab.size());
-        }
-        if (batch[i].logits) out_rows_[sz(n_out++)] = static_cast<int32_t>(t);
-    }
-    b.n_tokens = static_cast<int64_t>(end - begin);
-    b.tokens = tokens_.data();
-    b.pos = pos_.data();
-    for (int g = 0; g < 2; ++g) {
-        b.tables[g] = table_ptr_[g].data();
-        b.table_len[g] = table_len_[g].data();
-    }
-    b.block_size = opts_.kv_block_size;
-    b.out_rows = out_rows_.data();
-    b.n_out = n_out;
+    gemma4::BatchView b = upload_ubatch(batch, begin, end);
+    const int64_t n_out = b.n_out;
     const int64_t V = n_vocab();
     logits_.resize(sz((n_outputs_ + n_out) * V));
     forward_->run(b, layer_kv_, logits_.data() + static_cast<size_t>(n_outputs_) * sz(V));

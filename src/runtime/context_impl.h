@@ -33,20 +33,27 @@ private:
     void validate(const std::vector<BatchToken>& batch) const;
     void run_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end);
     void apply_copies(const std::vector<kv::BlockCopy>& copies);
+    gemma4::BatchView upload_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end);
 
     const ModelImpl& model_;
     ContextOptions opts_;
     std::unique_ptr<ops::Backend> backend_;
     std::unique_ptr<kv::BlockTables> tables_;
-    std::vector<std::vector<float>> k_pools_, v_pools_;  // per layer (empty if shared)
-    std::vector<gemma4::LayerKv> layer_kv_;
+    std::vector<gemma4::LayerKv> pools_;     // per layer: own pools, null if KV-shared
+    std::vector<gemma4::LayerKv> layer_kv_;  // per layer: the pools it reads
+    std::vector<int64_t> pool_row_;          // per layer: floats per cached token
     std::unique_ptr<gemma4::Forward> forward_;
 
-    // Per-ubatch scratch, sized n_ubatch.
-    std::vector<int32_t> tokens_, pos_, out_rows_, table_len_[2];
-    std::vector<const int32_t*> table_ptr_[2];
-    std::vector<float> ubatch_logits_;
-    std::vector<float> logits_;  // [n_outputs][n_vocab]
+    // Per-micro-batch inputs, built on the host and uploaded to backend buffers of
+    // n_ubatch entries. Block tables are flattened to [seqs in micro-batch][width]
+    // per group, and each token points at its sequence's row.
+    int64_t table_width_ = 0;
+    std::vector<int32_t> h_tokens_, h_pos_, h_out_rows_, h_tables_[2], h_table_len_[2];
+    std::vector<const int32_t*> h_table_ptr_[2];
+    int32_t *d_tokens_, *d_pos_, *d_out_rows_, *d_tables_[2], *d_table_len_[2];
+    const int32_t** d_table_ptr_[2];
+    int32_t *d_copy_src_, *d_copy_dst_;  // copy-on-write block ids, [n_seq_max]
+    std::vector<float> logits_;  // [n_outputs][n_vocab], host
     int32_t n_outputs_ = 0;
 };
 

@@ -19,33 +19,47 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         kv_width = std::max(kv_width, c.kv_heads(il) * c.head_dim(il));
         ff = std::max(ff, c.n_ff[sz(il)]);
     }
-    x_.resize(sz(T * H));
-    cur_.resize(sz(T * H));
-    tmp_.resize(sz(T * H));
-    tmp2_.resize(sz(T * H));
-    q_.resize(sz(T * q_width));
-    attn_.resize(sz(T * q_width));
-    k_.resize(sz(T * kv_width));
-    v_.resize(sz(T * kv_width));
-    gate_.resize(sz(T * ff));
-    up_.resize(sz(T * ff));
+    x_ = buf(T * H);
+    cur_ = buf(T * H);
+    tmp_ = buf(T * H);
+    tmp2_ = buf(T * H);
+    q_ = buf(T * q_width);
+    attn_ = buf(T * q_width);
+    k_ = buf(T * kv_width);
+    v_ = buf(T * kv_width);
+    gate_ = buf(T * ff);
+    up_ = buf(T * ff);
     if (c.has_ple()) {
-        pl_.resize(sz(T * c.n_layer * c.n_embd_per_layer));
-        pl_tok_.resize(pl_.size());
-        pl_gate_.resize(sz(T * c.n_embd_per_layer));
+        pl_ = buf(T * c.n_layer * c.n_embd_per_layer);
+        pl_tok_ = buf(T * c.n_layer * c.n_embd_per_layer);
+        pl_gate_ = buf(T * c.n_embd_per_layer);
     }
     if (c.is_moe()) {
-        router_logits_.resize(sz(T * c.n_expert));
-        route_w_.resize(sz(T * c.n_expert_used));
-        route_ids_.resize(sz(T * c.n_expert_used));
-        xe_.resize(sz(T * H));
-        gu_.resize(sz(T * 2 * c.n_ff_exp));
-        ge_.resize(sz(T * c.n_ff_exp));
-        ye_.resize(sz(T * H));
-        expert_rows_.resize(sz(T));
-        expert_w_.resize(sz(T));
+        const int64_t K = c.n_expert_used;
+        router_logits_ = buf(T * c.n_expert);
+        route_w_ = buf(T * K);
+        route_ids_ = be.alloc_array<int32_t>(sz(T * K));
+        xe_ = buf(T * H);
+        gu_ = buf(T * 2 * c.n_ff_exp);
+        ge_ = buf(T * c.n_ff_exp);
+        ye_ = buf(T * H);
+        expert_rows_ = be.alloc_array<int32_t>(sz(T * K));
+        expert_w_ = buf(T * K);
+        route_ids_host_.resize(sz(T * K));
+        route_w_host_.resize(sz(T * K));
+        expert_rows_host_.resize(sz(T * K));
+        expert_w_host_.resize(sz(T * K));
     }
-    out_rows_.resize(sz(T * H));
+    out_rows_ = buf(kHeadChunk * H);
+    logits_ = buf(kHeadChunk * c.n_vocab);
+    auto place = [&](const std::vector<float>& v) {
+        if (v.empty()) return static_cast<float*>(nullptr);
+        float* d = buf(static_cast<int64_t>(v.size()));
+        be.upload(d, v.data(), v.size() * sizeof(float));
+        return d;
+    };
+    inv_freq_full_ = place(w.inv_freq_full);
+    inv_freq_swa_ = place(w.inv_freq_swa);
 }
 
 // x = embed_tokens[id] · √H (transformers casts √H to the weight dtype; with f32
@@ -54,7 +68,7 @@ void Forward::embed(const BatchView& b) {
     ops::GetRowsParams p;
     p.w = w_.token_embd;
     p.ids = b.tokens;
-    p.out = x_.data();
+    p.out = x_;
     p.n_tokens = b.n_tokens;
     p.scale = std::sqrt(static_cast<float>(c_.n_embd));
     be_.get_rows(p);
@@ -67,32 +81,32 @@ void Forward::per_layer_inputs(const BatchView& b) {
     ops::GetRowsParams g;
     g.w = w_.per_layer_token_embd;
     g.ids = b.tokens;
-    g.out = pl_tok_.data();
+    g.out = pl_tok_;
     g.n_tokens = T;
     g.scale = std::sqrt(static_cast<float>(P));
     be_.get_rows(g);
 
     ops::MatmulParams m;
     m.w = w_.per_layer_model_proj;
-    m.x = x_.data();
-    m.y = pl_.data();
+    m.x = x_;
+    m.y = pl_;
     m.n_tokens = T;
     be_.matmul(m);
-    be_.scale(pl_.data(), 1.0f / std::sqrt(static_cast<float>(c_.n_embd)), T * LP);
+    be_.scale(pl_, 1.0f / std::sqrt(static_cast<float>(c_.n_embd)), T * LP);
 
     ops::RmsNormParams n;
-    n.x = pl_.data();
-    n.y = pl_.data();
+    n.x = pl_;
+    n.y = pl_;
     n.w = w_.per_layer_proj_norm;
     n.rows = T * c_.n_layer;
     n.n = P;
     n.eps = c_.rms_eps;
     be_.rms_norm(n);
-    be_.add(pl_.data(), pl_tok_.data(), pl_.data(), T * LP);
-    be_.scale(pl_.data(), 1.0f / std::sqrt(2.0f), T * LP);
+    be_.add(pl_, pl_tok_, pl_, T * LP);
+    be_.scale(pl_, 1.0f / std::sqrt(2.0f), T * LP);
 }
 
-void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits) {
+void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits_host) {
     HF2Q_ASSERT(b.n_tokens > 0 && b.n_tokens <= max_tokens_);
     embed(b);
     if (c_.has_ple()) per_layer_inputs(b);
@@ -101,9 +115,9 @@ void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, float* log
         attention(il, b, kv);
         feed_forward(il, b.n_tokens);
         if (c_.has_ple()) ple(il, b.n_tokens);
-        if (l.output_scale != 1.0f) be_.scale(x_.data(), l.output_scale, b.n_tokens * c_.n_embd);
+        if (l.output_scale != 1.0f) be_.scale(x_, l.output_scale, b.n_tokens * c_.n_embd);
     }
-    head(b, logits);
+    head(b, logits_host);
 }
 
 }  // namespace hf2q::gemma4

@@ -42,9 +42,13 @@ public:
     // Preallocates every activation buffer for up to max_tokens tokens per call.
     Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t max_tokens);
 
-    // Runs the batch; KV rows of cache-owning layers are written into kv[il] before
-    // attention reads them. logits: [n_out][n_vocab].
-    void run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits);
+    // Runs the batch. Every pointer in `b` and `kv` is in the backend's memory; KV
+    // rows of cache-owning layers are written into kv[il] before attention reads
+    // them. logits_host: [n_out][n_vocab] in host memory.
+    void run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits_host);
+
+    // Rows of logits computed per LM-head call (bounds the logits buffer).
+    static constexpr int64_t kHeadChunk = 64;
 
 private:
     void embed(const BatchView& b);
@@ -54,23 +58,30 @@ private:
     void moe(const LayerWeights& l, int64_t T, float* out);
     void feed_forward(int64_t il, int64_t T);
     void ple(int64_t il, int64_t T);
-    void head(const BatchView& b, float* logits);
+    void head(const BatchView& b, float* logits_host);
+    float* buf(int64_t n) { return be_.alloc_array<float>(static_cast<size_t>(n)); }
 
     const Config& c_;
     const Weights& w_;
     ops::Backend& be_;
     int64_t max_tokens_;
-    // Activations, row-major [tokens][width].
-    std::vector<float> x_, cur_, tmp_, tmp2_;        // [T][H]
-    std::vector<float> q_, k_, v_, attn_;            // [T][heads·head_dim]
-    std::vector<float> gate_, up_;                   // [T][max n_ff]
-    std::vector<float> pl_, pl_tok_, pl_gate_;       // PLE: [T][L·P], [T][L·P], [T][P]
-    std::vector<float> router_logits_, route_w_;     // [T][E], [T][k]
-    std::vector<int32_t> route_ids_;                 // [T][k]
-    std::vector<float> xe_, gu_, ge_, ye_;           // per-expert gathered rows
-    std::vector<int32_t> expert_rows_;               // token rows routed to an expert
-    std::vector<float> expert_w_;
-    std::vector<float> out_rows_;                    // [n_out][H]
+    // Activations in backend memory, row-major [tokens][width].
+    float *x_, *cur_, *tmp_, *tmp2_;          // [T][H]
+    float *q_, *k_, *v_, *attn_;              // [T][heads·head_dim]
+    float *gate_, *up_;                       // [T][max n_ff]
+    float *pl_ = nullptr, *pl_tok_ = nullptr, *pl_gate_ = nullptr;  // PLE [T][L·P], [T][L·P], [T][P]
+    float *router_logits_ = nullptr, *route_w_ = nullptr;  // [T][E], [T][k]
+    int32_t* route_ids_ = nullptr;            // [T][k]
+    float *xe_ = nullptr, *gu_ = nullptr, *ge_ = nullptr, *ye_ = nullptr;  // rows routed to one expert
+    int32_t* expert_rows_ = nullptr;          // [T·k] token rows grouped by expert
+    float* expert_w_ = nullptr;               // [T·k] their routing weights
+    float* out_rows_;                         // [kHeadChunk][H]
+    float* logits_;                           // [kHeadChunk][n_vocab]
+    float *inv_freq_full_ = nullptr, *inv_freq_swa_ = nullptr;  // [head_dim / 2]
+    // Host mirrors for grouping tokens by expert.
+    std::vector<int32_t> route_ids_host_, expert_rows_host_;
+    std::vector<float> route_w_host_, expert_w_host_;
+    std::vector<int64_t> expert_offsets_;     // [E + 1] start of each expert's rows
 };
 
 }  // namespace hf2q::gemma4

@@ -45,36 +45,36 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     const int64_t T = b.n_tokens, H = c_.n_embd, hd = c_.head_dim(il);
     const int64_t nh = c_.n_head, nkv = c_.kv_heads(il);
     const int group = c_.is_sliding(il) ? kSlidingGroup : kFullGroup;
-    const float* inv_freq = c_.is_sliding(il) ? w_.inv_freq_swa.data() : w_.inv_freq_full.data();
+    const float* inv_freq = c_.is_sliding(il) ? inv_freq_swa_ : inv_freq_full_;
     const float eps = c_.rms_eps;
 
-    be_.rms_norm(norm(x_.data(), cur_.data(), l.attn_norm, T, H, eps));
-    be_.matmul(linear(l.attn_q, cur_.data(), q_.data(), T));
-    be_.rms_norm(norm(q_.data(), q_.data(), l.attn_q_norm, T * nh, hd, eps));
+    be_.rms_norm(norm(x_, cur_, l.attn_norm, T, H, eps));
+    be_.matmul(linear(l.attn_q, cur_, q_, T));
+    be_.rms_norm(norm(q_, q_, l.attn_q_norm, T * nh, hd, eps));
     ops::RopeParams r;
     r.pos = b.pos;
     r.inv_freq = inv_freq;
     r.n_tokens = T;
     r.head_dim = hd;
-    r.x = q_.data();
+    r.x = q_;
     r.n_heads = nh;
     be_.rope(r);
 
     if (c_.has_kv(il)) {
-        be_.matmul(linear(l.attn_k, cur_.data(), k_.data(), T));
+        be_.matmul(linear(l.attn_k, cur_, k_, T));
         if (!l.attn_v.empty()) {
-            be_.matmul(linear(l.attn_v, cur_.data(), v_.data(), T));
-            be_.rms_norm(norm(v_.data(), v_.data(), nullptr, T * nkv, hd, eps));
+            be_.matmul(linear(l.attn_v, cur_, v_, T));
+            be_.rms_norm(norm(v_, v_, nullptr, T * nkv, hd, eps));
         } else {
-            be_.rms_norm(norm(k_.data(), v_.data(), nullptr, T * nkv, hd, eps));
+            be_.rms_norm(norm(k_, v_, nullptr, T * nkv, hd, eps));
         }
-        be_.rms_norm(norm(k_.data(), k_.data(), l.attn_k_norm, T * nkv, hd, eps));
-        r.x = k_.data();
+        be_.rms_norm(norm(k_, k_, l.attn_k_norm, T * nkv, hd, eps));
+        r.x = k_;
         r.n_heads = nkv;
         be_.rope(r);
         ops::KvStoreParams s;
-        s.k = k_.data();
-        s.v = v_.data();
+        s.k = k_;
+        s.v = v_;
         s.k_pool = kv[sz(il)].k;
         s.v_pool = kv[sz(il)].v;
         s.row = nkv * hd;
@@ -87,8 +87,8 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
 
     const LayerKv& src = kv[sz(c_.kv_source[sz(il)])];
     ops::AttentionParams a;
-    a.q = q_.data();
-    a.out = attn_.data();
+    a.q = q_;
+    a.out = attn_;
     a.n_tokens = T;
     a.n_heads = nh;
     a.n_kv_heads = nkv;
@@ -103,24 +103,24 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     a.scale = 1.0f;  // QK-norm replaces 1/√d
     be_.attention(a);
 
-    be_.matmul(linear(l.attn_output, attn_.data(), tmp_.data(), T));
-    be_.rms_norm(norm(tmp_.data(), x_.data(), l.post_attention_norm, T, H, eps, x_.data()));
+    be_.matmul(linear(l.attn_output, attn_, tmp_, T));
+    be_.rms_norm(norm(tmp_, x_, l.post_attention_norm, T, H, eps, x_));
 }
 
 // out = down(gelu_tanh(gate(a)) ⊙ up(a)), a = rmsnorm(x; ffn_norm).
 void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, F = c_.n_ff[sz(il)];
-    be_.rms_norm(norm(x_.data(), cur_.data(), l.ffn_norm, T, H, c_.rms_eps));
-    be_.matmul(linear(l.ffn_gate, cur_.data(), gate_.data(), T));
-    be_.matmul(linear(l.ffn_up, cur_.data(), up_.data(), T));
+    be_.rms_norm(norm(x_, cur_, l.ffn_norm, T, H, c_.rms_eps));
+    be_.matmul(linear(l.ffn_gate, cur_, gate_, T));
+    be_.matmul(linear(l.ffn_up, cur_, up_, T));
     ops::GegluParams g;
-    g.gate = gate_.data();
-    g.up = up_.data();
-    g.out = gate_.data();
+    g.gate = gate_;
+    g.up = up_;
+    g.out = gate_;
     g.rows = T;
     g.n = F;
     be_.geglu(g);
-    be_.matmul(linear(l.ffn_down, gate_.data(), out, T));
+    be_.matmul(linear(l.ffn_down, gate_, out, T));
 }
 
 // Routed experts: router on the un-normed residual x (rmsnorm without weight,
@@ -129,65 +129,76 @@ void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out
 // summed in expert order.
 void Forward::moe(const LayerWeights& l, int64_t T, float* out) {
     const int64_t H = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, Fe = c_.n_ff_exp;
-    be_.rms_norm(norm(x_.data(), cur_.data(), l.ffn_gate_inp_scale, T, H, c_.rms_eps));
-    be_.scale(cur_.data(), 1.0f / std::sqrt(static_cast<float>(H)), T * H);
-    be_.matmul(linear(l.ffn_gate_inp, cur_.data(), router_logits_.data(), T));
+    be_.rms_norm(norm(x_, cur_, l.ffn_gate_inp_scale, T, H, c_.rms_eps));
+    be_.scale(cur_, 1.0f / std::sqrt(static_cast<float>(H)), T * H);
+    be_.matmul(linear(l.ffn_gate_inp, cur_, router_logits_, T));
     ops::MoeRouteParams rp;
-    rp.logits = router_logits_.data();
+    rp.logits = router_logits_;
     rp.expert_scale = l.down_exps_scale;
-    rp.ids = route_ids_.data();
-    rp.weights = route_w_.data();
+    rp.ids = route_ids_;
+    rp.weights = route_w_;
     rp.n_tokens = T;
     rp.n_experts = E;
     rp.k = K;
     be_.moe_route(rp);
 
-    be_.rms_norm(norm(x_.data(), cur_.data(), l.pre_ffw_norm_2, T, H, c_.rms_eps));
-    // The CPU backend's buffers are host memory: routing is read here to group rows.
-    std::fill(out, out + T * H, 0.0f);
+    be_.rms_norm(norm(x_, cur_, l.pre_ffw_norm_2, T, H, c_.rms_eps));
+    // Group the (token, slot) pairs by expert on the host (counting sort, token
+    // order kept inside an expert), then upload the grouped rows once.
+    be_.download(route_ids_host_.data(), route_ids_, sz(T * K) * sizeof(int32_t));
+    be_.download(route_w_host_.data(), route_w_, sz(T * K) * sizeof(float));
+    expert_offsets_.assign(sz(E + 1), 0);
+    for (int64_t i = 0; i < T * K; ++i) {
+        int32_t e = route_ids_host_[sz(i)];
+        HF2Q_ASSERT(e >= 0 && e < E);
+        ++expert_offsets_[sz(e + 1)];
+    }
+    for (int64_t e = 0; e < E; ++e) expert_offsets_[sz(e + 1)] += expert_offsets_[sz(e)];
+    std::vector<int64_t> fill(expert_offsets_.begin(), expert_offsets_.end() - 1);
+    for (int64_t i = 0; i < T * K; ++i) {
+        int64_t slot = fill[sz(route_ids_host_[sz(i)])]++;
+        expert_rows_host_[sz(slot)] = static_cast<int32_t>(i / K);
+        expert_w_host_[sz(slot)] = route_w_host_[sz(i)];
+    }
+    be_.upload(expert_rows_, expert_rows_host_.data(), sz(T * K) * sizeof(int32_t));
+    be_.upload(expert_w_, expert_w_host_.data(), sz(T * K) * sizeof(float));
+    be_.fill_zero(out, sz(T * H) * sizeof(float));
     for (int64_t e = 0; e < E; ++e) {
-        int64_t n = 0;
-        for (int64_t t = 0; t < T; ++t)
-            for (int64_t j = 0; j < K; ++j)
-                if (route_ids_[sz(t * K + j)] == e) {
-                    expert_rows_[sz(n)] = static_cast<int32_t>(t);
-                    expert_w_[sz(n)] = route_w_[sz(t * K + j)];
-                    ++n;
-                }
+        const int64_t off = expert_offsets_[sz(e)], n = expert_offsets_[sz(e + 1)] - off;
         if (n == 0) continue;
         ops::GatherRowsParams g;
-        g.src = cur_.data();
+        g.src = cur_;
         g.src_stride = H;
-        g.dst = xe_.data();
+        g.dst = xe_;
         g.dst_stride = H;
-        g.rows = expert_rows_.data();
+        g.rows = expert_rows_ + off;
         g.n_rows = n;
         g.n = H;
         be_.gather_rows(g);
         if (!l.gate_up_exps.empty()) {
-            be_.matmul(linear(l.gate_up_exps.expert(e), xe_.data(), gu_.data(), n));
+            be_.matmul(linear(l.gate_up_exps.expert(e), xe_, gu_, n));
         } else {
-            be_.matmul(linear(l.gate_exps.expert(e), xe_.data(), gu_.data(), n, 2 * Fe));
-            be_.matmul(linear(l.up_exps.expert(e), xe_.data(), gu_.data() + Fe, n, 2 * Fe));
+            be_.matmul(linear(l.gate_exps.expert(e), xe_, gu_, n, 2 * Fe));
+            be_.matmul(linear(l.up_exps.expert(e), xe_, gu_ + Fe, n, 2 * Fe));
         }
         ops::GegluParams gg;
-        gg.gate = gu_.data();
-        gg.up = gu_.data() + Fe;
-        gg.out = ge_.data();
+        gg.gate = gu_;
+        gg.up = gu_ + Fe;
+        gg.out = ge_;
         gg.rows = n;
         gg.n = Fe;
         gg.gate_stride = 2 * Fe;
         gg.up_stride = 2 * Fe;
         gg.out_stride = Fe;
         be_.geglu(gg);
-        be_.matmul(linear(l.down_exps.expert(e), ge_.data(), ye_.data(), n));
+        be_.matmul(linear(l.down_exps.expert(e), ge_, ye_, n));
         ops::ScatterAddParams s;
-        s.src = ye_.data();
+        s.src = ye_;
         s.src_stride = H;
         s.dst = out;
         s.dst_stride = H;
-        s.rows = expert_rows_.data();
-        s.weights = expert_w_.data();
+        s.rows = expert_rows_ + off;
+        s.weights = expert_w_ + off;
         s.n_rows = n;
         s.n = H;
         be_.scatter_add(s);
@@ -200,50 +211,54 @@ void Forward::feed_forward(int64_t il, int64_t T) {
     const LayerWeights& l = w_.layers[sz(il)];
     const int64_t H = c_.n_embd;
     const float eps = c_.rms_eps;
-    dense_mlp(l, il, T, tmp_.data());
+    dense_mlp(l, il, T, tmp_);
     if (c_.is_moe()) {
-        be_.rms_norm(norm(tmp_.data(), tmp_.data(), l.post_ffw_norm_1, T, H, eps));
-        moe(l, T, tmp2_.data());
-        be_.rms_norm(norm(tmp2_.data(), tmp2_.data(), l.post_ffw_norm_2, T, H, eps));
-        be_.add(tmp_.data(), tmp2_.data(), tmp_.data(), T * H);
+        be_.rms_norm(norm(tmp_, tmp_, l.post_ffw_norm_1, T, H, eps));
+        moe(l, T, tmp2_);
+        be_.rms_norm(norm(tmp2_, tmp2_, l.post_ffw_norm_2, T, H, eps));
+        be_.add(tmp_, tmp2_, tmp_, T * H);
     }
-    be_.rms_norm(norm(tmp_.data(), x_.data(), l.post_ffw_norm, T, H, eps, x_.data()));
+    be_.rms_norm(norm(tmp_, x_, l.post_ffw_norm, T, H, eps, x_));
 }
 
 // x += rmsnorm(proj(gelu_tanh(x·W_gateᵀ) ⊙ pl[:, il, :]); post_norm).
 void Forward::ple(int64_t il, int64_t T) {
     const LayerWeights& l = w_.layers[sz(il)];
     const int64_t P = c_.n_embd_per_layer, H = c_.n_embd;
-    be_.matmul(linear(l.inp_gate, x_.data(), pl_gate_.data(), T));
+    be_.matmul(linear(l.inp_gate, x_, pl_gate_, T));
     ops::GegluParams g;
-    g.gate = pl_gate_.data();
-    g.up = pl_.data() + il * P;
-    g.out = pl_gate_.data();
+    g.gate = pl_gate_;
+    g.up = pl_ + il * P;
+    g.out = pl_gate_;
     g.rows = T;
     g.n = P;
     g.up_stride = c_.n_layer * P;
     be_.geglu(g);
-    be_.matmul(linear(l.proj, pl_gate_.data(), tmp_.data(), T));
-    be_.rms_norm(norm(tmp_.data(), x_.data(), l.post_norm, T, H, c_.rms_eps, x_.data()));
+    be_.matmul(linear(l.proj, pl_gate_, tmp_, T));
+    be_.rms_norm(norm(tmp_, x_, l.post_norm, T, H, c_.rms_eps, x_));
 }
 
-// logits = softcap(rmsnorm(x[out_rows]; output_norm) · Eᵀ), E the tied embedding.
-void Forward::head(const BatchView& b, float* logits) {
-    if (b.n_out == 0) return;
-    const int64_t H = c_.n_embd;
-    ops::GatherRowsParams g;
-    g.src = x_.data();
-    g.src_stride = H;
-    g.dst = out_rows_.data();
-    g.dst_stride = H;
-    g.rows = b.out_rows;
-    g.n_rows = b.n_out;
-    g.n = H;
-    be_.gather_rows(g);
-    be_.rms_norm(norm(out_rows_.data(), out_rows_.data(), w_.output_norm, b.n_out, H, c_.rms_eps));
+// logits = softcap(rmsnorm(x[out_rows]; output_norm) · Eᵀ), E the tied embedding,
+// in chunks of kHeadChunk rows so the logits buffer stays small at 262k vocab.
+void Forward::head(const BatchView& b, float* logits_host) {
+    const int64_t H = c_.n_embd, V = c_.n_vocab;
     const ops::WeightView& lm = w_.output.empty() ? w_.token_embd : w_.output;
-    be_.matmul(linear(lm, out_rows_.data(), logits, b.n_out));
-    if (c_.softcap > 0.0f) be_.softcap(logits, c_.softcap, b.n_out * c_.n_vocab);
+    for (int64_t r0 = 0; r0 < b.n_out; r0 += kHeadChunk) {
+        const int64_t n = std::min(kHeadChunk, b.n_out - r0);
+        ops::GatherRowsParams g;
+        g.src = x_;
+        g.src_stride = H;
+        g.dst = out_rows_;
+        g.dst_stride = H;
+        g.rows = b.out_rows + r0;
+        g.n_rows = n;
+        g.n = H;
+        be_.gather_rows(g);
+        be_.rms_norm(norm(out_rows_, out_rows_, w_.output_norm, n, H, c_.rms_eps));
+        be_.matmul(linear(lm, out_rows_, logits_, n));
+        if (c_.softcap > 0.0f) be_.softcap(logits_, c_.softcap, n * V);
+        be_.download(logits_host + r0 * V, logits_, sz(n * V) * sizeof(float));
+    }
 }
 
 }  // namespace hf2q::gemma4

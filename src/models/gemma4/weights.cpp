@@ -61,8 +61,8 @@ public:
         for (int64_t i = 0; i < n; ++i)
             if (!std::isfinite(buf[static_cast<size_t>(i)])) fail("tensor '", name, "' holds a non-finite value");
         count(*t);
-        w_.owned.push_back(std::move(buf));
-        return w_.owned.back().get();
+        w_.owned.push_back({std::move(buf), n});
+        return w_.owned.back().data.get();
     }
 
     // Names present in the file but not used: KV projections of KV-shared layers
@@ -167,7 +167,73 @@ std::vector<float> inv_freq(float base, int64_t d, const float* factors) {
     return out;
 }
 
+// Calls fn on every matrix view (with its byte size) and every 1-D vector pointer.
+template <class FnView, class FnVec>
+void visit(Weights& w, FnView&& view, FnVec&& vec) {
+    auto mat = [&](ops::WeightView& v, int64_t n_mats = 1) {
+        if (!v.empty()) view(v, v.row_bytes * static_cast<uint64_t>(v.n_out * n_mats));
+    };
+    auto exps = [&](ExpertWeights& e) {
+        if (!e.empty()) view(e.first, e.expert_bytes * static_cast<uint64_t>(e.n_expert));
+    };
+    mat(w.token_embd);
+    mat(w.output);
+    mat(w.per_layer_token_embd);
+    mat(w.per_layer_model_proj);
+    vec(w.output_norm);
+    vec(w.per_layer_proj_norm);
+    for (auto& l : w.layers) {
+        for (auto* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up, &l.ffn_down,
+                        &l.ffn_gate_inp, &l.inp_gate, &l.proj})
+            mat(*v);
+        for (auto* e : {&l.gate_up_exps, &l.gate_exps, &l.up_exps, &l.down_exps}) exps(*e);
+        for (auto** p : {&l.attn_norm, &l.attn_q_norm, &l.attn_k_norm, &l.post_attention_norm, &l.ffn_norm,
+                         &l.post_ffw_norm, &l.ffn_gate_inp_scale, &l.pre_ffw_norm_2, &l.post_ffw_norm_1,
+                         &l.post_ffw_norm_2, &l.down_exps_scale, &l.post_norm})
+            vec(*p);
+    }
+}
+
 }  // namespace
+
+Weights place_weights(const Weights& host, ops::Backend& be) {
+    Weights w;
+    w.token_embd = host.token_embd;
+    w.output = host.output;
+    w.output_norm = host.output_norm;
+    w.per_layer_token_embd = host.per_layer_token_embd;
+    w.per_layer_model_proj = host.per_layer_model_proj;
+    w.per_layer_proj_norm = host.per_layer_proj_norm;
+    w.layers = host.layers;
+    w.inv_freq_full = host.inv_freq_full;
+    w.inv_freq_swa = host.inv_freq_swa;
+    w.n_bytes = host.n_bytes;
+    w.n_params = host.n_params;
+    if (be.host_memory()) return w;  // views into the mapping and host vectors work as is
+    std::vector<std::pair<const float*, float*>> moved;
+    for (const auto& o : host.owned) {
+        float* d = be.alloc_array<float>(static_cast<size_t>(o.n));
+        be.upload(d, o.data.get(), static_cast<size_t>(o.n) * sizeof(float));
+        moved.push_back({o.data.get(), d});
+    }
+    visit(
+        w,
+        [&](ops::WeightView& v, uint64_t bytes) {
+            void* d = be.alloc(bytes);
+            be.upload(d, v.data, bytes);
+            v.data = d;
+        },
+        [&](const float*& p) {
+            if (!p) return;
+            for (auto& [from, to] : moved)
+                if (from == p) {
+                    p = to;
+                    return;
+                }
+            HF2Q_ASSERT(false);
+        });
+    return w;
+}
 
 Weights load_weights(const gguf::File& f, const Config& c) {
     Weights w;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/gemma4/config.h"
+#include "ops/backend.h"
 #include "ops/types.h"
 
 namespace hf2q::gguf {
@@ -73,11 +74,20 @@ struct Weights {
     uint64_t n_bytes = 0;
     int64_t n_params = 0;
 
-    std::vector<std::unique_ptr<float[]>> owned;  // decoded 1-D tensors
+    struct OwnedVector {
+        std::unique_ptr<float[]> data;
+        int64_t n = 0;
+    };
+    std::vector<OwnedVector> owned;  // decoded 1-D tensors (host)
 };
 
 // Throws hf2q::Error naming the tensor that is missing, misshapen, of an
 // unsupported type, or unexpected.
 Weights load_weights(const gguf::File& f, const Config& c);
+
+// A copy of the table whose pointers are in `be`'s memory: every matrix and vector is
+// uploaded once (device backends). For host-memory backends the views are shared.
+// The returned table must not outlive `be` or `host`.
+Weights place_weights(const Weights& host, ops::Backend& be);
 
 }  // namespace hf2q::gemma4
