@@ -24,11 +24,10 @@ class ModelImpl;
 class ContextImpl;
 }  // namespace runtime
 
-enum class BackendKind { cpu };
+enum class BackendKind { cpu, cuda };
 
 struct ModelLoadOptions {
-    BackendKind backend = BackendKind::cpu;
-    bool progress = false;  // show a progress bar while touching the weights
+    bool progress = false;  // reserved: progress bar while touching the weights
 };
 
 // Facts about a loaded model for frontends.
@@ -56,11 +55,12 @@ private:
 };
 
 struct ContextOptions {
+    BackendKind backend = BackendKind::cpu;  // where this context computes
     int32_t n_seq_max = 1;      // sequence ids are 0 .. n_seq_max-1
     int32_t n_ctx = 4096;       // max positions per sequence
     int32_t n_ubatch = 512;     // tokens per forward micro-batch (activation memory)
     int32_t kv_block_size = 16; // tokens per KV block
-    int32_t n_threads = 0;      // 0: all hardware threads
+    int32_t n_threads = 0;      // CPU backend threads; 0: all hardware threads
 };
 
 // One token of a batch.

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/cpu_backend.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "runtime/backend_factory.h"
 
 namespace hf2q::runtime {
 namespace {
@@ -26,7 +26,8 @@ void check_options(const ContextOptions& o) {
 ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : model_(model), opts_(opts) {
     check_options(opts);
     const auto& c = model.config();
-    backend_ = cpu::make_backend(opts.n_threads);
+    backend_ = make_backend(opts.backend, opts.n_threads);
+    weights_ = gemma4::place_weights(model.weights(), *backend_);
 
     // Full layers keep every block of every sequence. A sliding layer needs at most
     // the window plus one micro-batch per sequence at any time (blocks leaving the
@@ -58,7 +59,7 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
         pools_[sz(il)].v = backend_->alloc_array<float>(*n);
     }
     for (int64_t il = 0; il < c.n_layer; ++il) layer_kv_[sz(il)] = pools_[sz(c.kv_source[sz(il)])];
-    forward_ = std::make_unique<gemma4::Forward>(c, model.weights(), *backend_, opts.n_ubatch);
+    forward_ = std::make_unique<gemma4::Forward>(c, weights_, *backend_, opts.n_ubatch);
 
     d_copy_src_ = backend_->alloc_array<int32_t>(sz(opts.n_seq_max));
     d_copy_dst_ = backend_->alloc_array<int32_t>(sz(opts.n_seq_max));

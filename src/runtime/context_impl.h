@@ -38,6 +38,7 @@ private:
     const ModelImpl& model_;
     ContextOptions opts_;
     std::unique_ptr<ops::Backend> backend_;
+    gemma4::Weights weights_;                // the model's weights in backend memory
     std::unique_ptr<kv::BlockTables> tables_;
     std::vector<gemma4::LayerKv> pools_;     // per layer: own pools, null if KV-shared
     std::vector<gemma4::LayerKv> layer_kv_;  // per layer: the pools it reads

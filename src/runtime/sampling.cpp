@@ -36,6 +36,10 @@ float max_logit(const Candidates& c) {
     return m;
 }
 
+// Softmax numerator. Single-precision exp is plenty for sampling weights and several
+// times cheaper over 262k entries; sums are accumulated in double.
+double weight(float logit, float max) { return static_cast<double>(std::exp(logit - max)); }
+
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace
@@ -153,6 +157,35 @@ void init_candidates(const float* logits, int64_t n_vocab, Candidates& out) {
     if (out.data.empty()) fail("sampler: every token has logit -inf (all banned)");
 }
 
+void init_candidates_top_k(const float* logits, int64_t n_vocab, int32_t k, Candidates& out) {
+    check_vocab(n_vocab);
+    HF2Q_ASSERT(k > 0);
+    auto& heap = out.data;  // heap ordered by higher(): front is the weakest kept entry
+    heap.clear();
+    heap.reserve(static_cast<size_t>(k));
+    for (int64_t i = 0; i < n_vocab; ++i) {
+        const float v = logits[i];
+        if (!(v > kNegInf)) {
+            if (std::isnan(v)) check_logit(v, i);
+            continue;
+        }
+        const TokenLogit t{static_cast<int32_t>(i), v};
+        if (heap.size() < static_cast<size_t>(k)) {
+            check_logit(v, i);
+            heap.push_back(t);
+            std::push_heap(heap.begin(), heap.end(), higher);
+        } else if (higher(t, heap.front())) {
+            check_logit(v, i);
+            std::pop_heap(heap.begin(), heap.end(), higher);
+            heap.back() = t;
+            std::push_heap(heap.begin(), heap.end(), higher);
+        }
+    }
+    if (heap.empty()) fail("sampler: every token has logit -inf (all banned)");
+    std::sort_heap(heap.begin(), heap.end(), higher);
+    out.sorted = true;
+}
+
 void top_k(Candidates& c, int32_t k) {
     if (k <= 0) return;
     auto& d = c.data;
@@ -171,9 +204,9 @@ void top_p(Candidates& c, float p) {
     if (p >= 1.0f) return;
     auto& d = c.data;
     const size_t n = d.size();
-    const double mx = max_logit(c);
+    const float mx = max_logit(c);
     double total = 0.0;
-    for (const TokenLogit& t : d) total += std::exp(static_cast<double>(t.logit) - mx);
+    for (const TokenLogit& t : d) total += weight(t.logit, mx);
     const double target = static_cast<double>(p) * total;
     // Sort only as far as needed: the nucleus is usually a tiny fraction of a 262k vocab,
     // so order growing chunks of the best remaining candidates until the mass is reached.
@@ -190,7 +223,7 @@ void top_p(Candidates& c, float p) {
                       d.begin() + static_cast<ptrdiff_t>(end), higher);
         }
         for (size_t i = done; i < end; ++i) {
-            cum += std::exp(static_cast<double>(d[i].logit) - mx);
+            cum += weight(d[i].logit, mx);
             if (cum >= target) {
                 d.resize(i + 1);
                 c.sorted = true;
@@ -218,11 +251,11 @@ void apply_temperature(Candidates& c, float t) {
 
 int32_t sample_softmax(const Candidates& c, Rng& rng, std::vector<double>& weights) {
     HF2Q_ASSERT(!c.data.empty());
-    const double mx = max_logit(c);
+    const float mx = max_logit(c);
     weights.resize(c.data.size());
     double total = 0.0;
     for (size_t i = 0; i < c.data.size(); ++i) {
-        weights[i] = std::exp(static_cast<double>(c.data[i].logit) - mx);
+        weights[i] = weight(c.data[i].logit, mx);
         total += weights[i];
     }
     const double u = rng.next_double() * total;
@@ -277,8 +310,11 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
         src = work_.data();
     }
     if (params_.temperature == 0.0f) return argmax(src, n_vocab);
-    init_candidates(src, n_vocab, candidates_);
-    top_k(candidates_, params_.top_k);
+    if (params_.top_k > 0) {
+        init_candidates_top_k(src, n_vocab, params_.top_k, candidates_);
+    } else {
+        init_candidates(src, n_vocab, candidates_);
+    }
     top_p(candidates_, params_.top_p);
     min_p(candidates_, params_.min_p);
     apply_temperature(candidates_, params_.temperature);

@@ -83,6 +83,10 @@ int32_t argmax(const float* logits, int64_t n_vocab);
 // Throws on NaN and when no token is left.
 void init_candidates(const float* logits, int64_t n_vocab, Candidates& out);
 
+// init_candidates() followed by top_k(k) in one pass with a k-entry heap: O(n_vocab)
+// comparisons, no n_vocab-sized candidate list. k must be > 0.
+void init_candidates_top_k(const float* logits, int64_t n_vocab, int32_t k, Candidates& out);
+
 // Keeps the k highest (ties: lower id first); result is sorted. k <= 0 or
 // k >= size is a no-op except for sorting when k > 0.
 void top_k(Candidates& c, int32_t k);

@@ -52,13 +52,19 @@ StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stop
 std::string StopMatcher::feed(std::string_view piece) {
     if (stopped()) return {};
     held_.append(piece);
-    // The held text never contains a whole stop string, so a match found now ends inside
-    // `piece`; searching all of held_ keeps the earliest-match rule exact.
+    // Generation stops at the first stop string to be completed, i.e. the match that
+    // ends first (ties: the one starting first, then the one listed first). The held text
+    // never contains a whole stop string, so every match ends inside `piece` and searching
+    // held_ finds the same match as searching the whole text at once.
     size_t best_pos = std::string::npos;
+    size_t best_end = std::string::npos;
     for (size_t i = 0; i < stops_.size(); ++i) {
         const size_t pos = held_.find(stops_[i]);
-        if (pos < best_pos) {
+        if (pos == std::string::npos) continue;
+        const size_t end = pos + stops_[i].size();
+        if (end < best_end || (end == best_end && pos < best_pos)) {
             best_pos = pos;
+            best_end = end;
             matched_ = static_cast<int>(i);
         }
     }

@@ -54,8 +54,9 @@ size_t utf8_incomplete_suffix(std::string_view text);
 // Finds stop strings in a stream of text pieces. The text returned by feed() never
 // ends inside a possible stop string or inside a UTF-8 sequence; once a stop string
 // matches, the text before it is returned, the stop string and everything after are
-// dropped, and stopped() is true. The earliest match in the whole text wins (ties:
-// the stop listed first), exactly as if the whole text had been searched at once.
+// dropped, and stopped() is true. The stop string completed first wins (the match
+// ending earliest; ties: the one starting earliest, then the one listed first), so the
+// result does not depend on how the text is split into pieces.
 class StopMatcher {
 public:
     // Empty stop strings are invalid (hf2q::Error). No stop strings is fine.

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "model/fixture.h"
+#include "runtime/backend_factory.h"
 
 using namespace hf2q;
 using namespace hf2q::test;
@@ -76,6 +77,43 @@ TEST_P(Parity, F16FileStaysClose) {
     const Prompt& p = f16.prompts[3];
     auto got = run_alone(*f16.model, p.ids);
     EXPECT_LT(rel_l2(got.data(), p.logits.data(), got.size()), 2e-2);
+}
+
+// The CUDA backend reproduces transformers within the same bound, and a batch of
+// all prompts (different lengths, interleaved, micro-batches of 16) gives each
+// prompt its single-run logits on the GPU too. SKIPPED without a GPU.
+TEST_P(Parity, CudaMatchesTransformersAndBatches) {
+    if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    const Fixture& fx = fixture(GetParam());
+    double worst = 0;
+    for (size_t i = 0; i < fx.prompts.size(); ++i) {
+        const Prompt& p = fx.prompts[i];
+        auto got = run_alone(*fx.model, p.ids, 512, BackendKind::cuda);
+        double err = rel_l2(got.data(), p.logits.data(), got.size());
+        worst = std::max(worst, err);
+        EXPECT_LT(err, 1e-4) << "prompt " << i;
+    }
+    std::printf("[ parity ] %s on CUDA: largest relative L2 error %.3g\n", GetParam().c_str(), worst);
+
+    ContextOptions o = small_context(4);
+    o.backend = BackendKind::cuda;
+    o.n_ubatch = 16;
+    auto ctx = Context::create(*fx.model, o);
+    std::vector<BatchToken> batch;
+    std::vector<std::pair<size_t, size_t>> order;
+    for (size_t t = 0; t < 40; ++t)
+        for (size_t i = 0; i < fx.prompts.size(); ++i)
+            if (t < fx.prompts[i].ids.size()) {
+                batch.push_back({fx.prompts[i].ids[t], static_cast<int32_t>(i), static_cast<int32_t>(t), true});
+                order.push_back({i, t});
+            }
+    ctx->decode(batch);
+    const size_t V = static_cast<size_t>(fx.n_vocab);
+    for (size_t o2 = 0; o2 < order.size(); ++o2) {
+        const auto& [pi, t] = order[o2];
+        const float* ref = fx.prompts[pi].logits.data() + t * V;
+        EXPECT_LT(rel_l2(ctx->logits(static_cast<int32_t>(o2)), ref, V), 1e-4) << "prompt " << pi << " pos " << t;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Gemma4, Parity, ::testing::ValuesIn(variants()));

@@ -1,0 +1,199 @@
+// Element-wise decoding of ggml block formats on the device: dq(type, row, i) is the
+// i-th value of a stored row, bit-exact with the CPU dequantizer (the products are
+// written with __fmul_rn/__fsub_rn so the compiler cannot contract them into FMAs,
+// which would change the last bit).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "core/ggml_type.h"
+
+namespace hf2q::cuda {
+
+__device__ __forceinline__ float f16(const uint8_t* p) {
+    uint16_t h = static_cast<uint16_t>(p[0] | (p[1] << 8));
+    return __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ float bf16(const uint8_t* p) {
+    uint32_t u = static_cast<uint32_t>(p[0] | (p[1] << 8)) << 16;
+    return __uint_as_float(u);
+}
+
+static __device__ __constant__ const int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                          1,    13,   25,  38,  53,  69,  89,  113};
+static __device__ __constant__ const int8_t kMxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// Nibble j (0..31) of a 32-element block with 16 packed bytes (low nibbles first).
+__device__ __forceinline__ int nib32(const uint8_t* qs, int j) {
+    return j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+}
+
+// 6-bit scale and min of sub-block j of a Q4_K/Q5_K super-block.
+__device__ __forceinline__ void kscale(const uint8_t* s, int j, int& sc, int& m) {
+    if (j < 4) {
+        sc = s[j] & 63;
+        m = s[j + 4] & 63;
+    } else {
+        sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+__device__ __forceinline__ float mxfp4_scale(uint8_t e) {
+    uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
+    return __uint_as_float(bits);
+}
+
+template <GgmlType T>
+__device__ __forceinline__ float dq(const uint8_t* row, int64_t i);
+
+template <>
+__device__ __forceinline__ float dq<GgmlType::F32>(const uint8_t* row, int64_t i) {
+    return reinterpret_cast<const float*>(row)[i];
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::F16>(const uint8_t* row, int64_t i) {
+    return f16(row + 2 * i);
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::BF16>(const uint8_t* row, int64_t i) {
+    return bf16(row + 2 * i);
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q4_0>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 32) * 18;
+    return __fmul_rn(static_cast<float>(nib32(b + 2, static_cast<int>(i % 32)) - 8), f16(b));
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q4_1>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 32) * 20;
+    return __fadd_rn(__fmul_rn(static_cast<float>(nib32(b + 4, static_cast<int>(i % 32))), f16(b)), f16(b + 2));
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q5_0>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 32) * 22;
+    const int j = static_cast<int>(i % 32);
+    uint32_t qh = b[2] | (b[3] << 8) | (b[4] << 16) | (static_cast<uint32_t>(b[5]) << 24);
+    int q = nib32(b + 6, j) | (((qh >> j) & 1) << 4);
+    return __fmul_rn(static_cast<float>(q - 16), f16(b));
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q5_1>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 32) * 24;
+    const int j = static_cast<int>(i % 32);
+    uint32_t qh = b[4] | (b[5] << 8) | (b[6] << 16) | (static_cast<uint32_t>(b[7]) << 24);
+    int q = nib32(b + 8, j) | (((qh >> j) & 1) << 4);
+    return __fadd_rn(__fmul_rn(static_cast<float>(q), f16(b)), f16(b + 2));
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q8_0>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 32) * 34;
+    return __fmul_rn(static_cast<float>(static_cast<int8_t>(b[2 + i % 32])), f16(b));
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q2_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 256) * 84;
+    const int e = static_cast<int>(i % 256), h = e / 128, g = (e % 128) / 32, t = e % 32;
+    const int q = (b[16 + 32 * h + t] >> (2 * g)) & 3;
+    const uint8_t sc = b[e / 16];
+    const float dl = __fmul_rn(f16(b + 80), static_cast<float>(sc & 15));
+    const float ml = __fmul_rn(f16(b + 82), static_cast<float>(sc >> 4));
+    return __fsub_rn(__fmul_rn(dl, static_cast<float>(q)), ml);
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q3_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 256) * 110;
+    const int e = static_cast<int>(i % 256), h = e / 128, g = (e % 128) / 32, t = e % 32, s = e / 16;
+    const int low2 = (b[32 + 32 * h + t] >> (2 * g)) & 3;
+    const int hb = (b[e % 32] >> (e / 32)) & 1;
+    const uint8_t* sc = b + 96;
+    const int lo = s < 8 ? (sc[s] & 15) : (sc[s - 8] >> 4);
+    const int hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+    const float dl = __fmul_rn(f16(b + 108), static_cast<float>((lo | (hi << 4)) - 32));
+    return __fmul_rn(dl, static_cast<float>(low2 - (hb ? 0 : 4)));
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q4_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 256) * 144;
+    const int e = static_cast<int>(i % 256), c = e / 64, l = e % 32;
+    int sc, m;
+    kscale(b + 4, e / 32, sc, m);
+    const uint8_t byte = b[16 + 32 * c + l];
+    const int q = (e % 64) >= 32 ? (byte >> 4) : (byte & 15);
+    const float d1 = __fmul_rn(f16(b), static_cast<float>(sc));
+    const float m1 = __fmul_rn(f16(b + 2), static_cast<float>(m));
+    return __fsub_rn(__fmul_rn(d1, static_cast<float>(q)), m1);
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q5_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 256) * 176;
+    const int e = static_cast<int>(i % 256), c = e / 64, l = e % 32;
+    int sc, m;
+    kscale(b + 4, e / 32, sc, m);
+    const uint8_t byte = b[48 + 32 * c + l];
+    const int low = (e % 64) >= 32 ? (byte >> 4) : (byte & 15);
+    const int q = low + 16 * ((b[16 + e % 32] >> (e / 32)) & 1);
+    const float d1 = __fmul_rn(f16(b), static_cast<float>(sc));
+    const float m1 = __fmul_rn(f16(b + 2), static_cast<float>(m));
+    return __fsub_rn(__fmul_rn(d1, static_cast<float>(q)), m1);
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::Q6_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 256) * 210;
+    const int e = static_cast<int>(i % 256), h = e / 128, r = e % 128, g = r / 32, l = r % 32;
+    const uint8_t qlb = b[64 * h + l + 32 * (g & 1)];
+    const int low = g < 2 ? (qlb & 15) : (qlb >> 4);
+    const int high = (b[128 + 32 * h + l] >> (2 * g)) & 3;
+    const float d = __fmul_rn(f16(b + 208), static_cast<float>(static_cast<int8_t>(b[192 + e / 16])));
+    return __fmul_rn(d, static_cast<float>((low | (high << 4)) - 32));
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::IQ4_NL>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 32) * 18;
+    return __fmul_rn(f16(b), static_cast<float>(kIq4nl[nib32(b + 2, static_cast<int>(i % 32))]));
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::IQ4_XS>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 256) * 136;
+    const int e = static_cast<int>(i % 256), ib = e / 32, j = e % 32;
+    const int scales_h = b[2] | (b[3] << 8);
+    const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | (((scales_h >> (2 * ib)) & 3) << 4);
+    const float dl = __fmul_rn(f16(b), static_cast<float>(ls - 32));
+    return __fmul_rn(dl, static_cast<float>(kIq4nl[nib32(b + 8 + 16 * ib, j)]));
+}
+template <>
+__device__ __forceinline__ float dq<GgmlType::MXFP4>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i / 32) * 17;
+    return __fmul_rn(static_cast<float>(kMxfp4[nib32(b + 1, static_cast<int>(i % 32))]), mxfp4_scale(b[0]));
+}
+
+// Calls f.template operator()<T>() for the runtime type t; false if t is not a
+// storage type this backend decodes.
+template <class F>
+bool dispatch_type(GgmlType t, F&& f) {
+    switch (t) {
+        case GgmlType::F32: f.template operator()<GgmlType::F32>(); return true;
+        case GgmlType::F16: f.template operator()<GgmlType::F16>(); return true;
+        case GgmlType::BF16: f.template operator()<GgmlType::BF16>(); return true;
+        case GgmlType::Q4_0: f.template operator()<GgmlType::Q4_0>(); return true;
+        case GgmlType::Q4_1: f.template operator()<GgmlType::Q4_1>(); return true;
+        case GgmlType::Q5_0: f.template operator()<GgmlType::Q5_0>(); return true;
+        case GgmlType::Q5_1: f.template operator()<GgmlType::Q5_1>(); return true;
+        case GgmlType::Q8_0: f.template operator()<GgmlType::Q8_0>(); return true;
+        case GgmlType::Q2_K: f.template operator()<GgmlType::Q2_K>(); return true;
+        case GgmlType::Q3_K: f.template operator()<GgmlType::Q3_K>(); return true;
+        case GgmlType::Q4_K: f.template operator()<GgmlType::Q4_K>(); return true;
+        case GgmlType::Q5_K: f.template operator()<GgmlType::Q5_K>(); return true;
+        case GgmlType::Q6_K: f.template operator()<GgmlType::Q6_K>(); return true;
+        case GgmlType::IQ4_NL: f.template operator()<GgmlType::IQ4_NL>(); return true;
+        case GgmlType::IQ4_XS: f.template operator()<GgmlType::IQ4_XS>(); return true;
+        case GgmlType::MXFP4: f.template operator()<GgmlType::MXFP4>(); return true;
+        default: return false;
+    }
+}
+
+}  // namespace hf2q::cuda

@@ -1,0 +1,124 @@
+// Element-wise ops: RMSNorm (one block per row), RoPE (NeoX), GELU-tanh gating,
+// add / mul / scale / softcap. f32 throughout; see ops/*.h for the semantics.
+#include <cmath>
+
+#include "backends/cuda/common.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace hf2q::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ float block_sum(float v, float* shared) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += shared[w];
+    __syncthreads();
+    return total;
+}
+
+__global__ void rms_norm_kernel(ops::RmsNormParams p) {
+    __shared__ float shared[32];
+    const int64_t r = blockIdx.x;
+    const float* x = p.x + r * p.n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) ss += x[i] * x[i];
+    ss = block_sum(ss, shared);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.n) + p.eps);
+    float* y = p.y + r * p.n;
+    const float* a = p.add_to ? p.add_to + r * p.n : nullptr;
+    for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) {
+        float v = __fmul_rn(x[i], inv);
+        if (p.w) v = __fmul_rn(v, p.w[i]);
+        if (a) v = __fadd_rn(a[i], v);
+        y[i] = v;
+    }
+}
+
+__global__ void rope_kernel(ops::RopeParams p) {
+    const int64_t half = p.head_dim / 2;
+    const int64_t n = p.n_tokens * p.n_heads * half;
+    for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t k = idx % half, th = idx / half, t = th / p.n_heads;
+        float* v = p.x + th * p.head_dim;
+        const float a = __fmul_rn(static_cast<float>(p.pos[t]), p.inv_freq[k]);
+        const float c = cosf(a), s = sinf(a);
+        const float x0 = v[k], x1 = v[k + half];
+        v[k] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+        v[k + half] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+    }
+}
+
+__device__ __forceinline__ float gelu_tanh(float u) {
+    const float k = 0.7978845608028654f;  // sqrt(2/pi)
+    return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
+}
+
+__global__ void geglu_kernel(ops::GegluParams p, int64_t gs, int64_t us, int64_t os) {
+    const int64_t n = p.rows * p.n;
+    for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r = idx / p.n, i = idx % p.n;
+        float g = gelu_tanh(p.gate[r * gs + i]);
+        if (p.up) g *= p.up[r * us + i];
+        p.out[r * os + i] = g;
+    }
+}
+
+template <class F>
+__global__ void map_kernel(int64_t n, F f) {
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        f(i);
+}
+
+template <class F>
+void launch_map(int64_t n, cudaStream_t s, F f) {
+    if (n <= 0) return;
+    map_kernel<<<grid_1d(n, kThreads), kThreads, 0, s>>>(n, f);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t s) {
+    if (p.rows <= 0) return;
+    rms_norm_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, s>>>(p);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+void launch_rope(const ops::RopeParams& p, cudaStream_t s) {
+    const int64_t n = p.n_tokens * p.n_heads * (p.head_dim / 2);
+    if (n <= 0) return;
+    rope_kernel<<<grid_1d(n, kThreads), kThreads, 0, s>>>(p);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+void launch_geglu(const ops::GegluParams& p, cudaStream_t s) {
+    const int64_t n = p.rows * p.n;
+    if (n <= 0) return;
+    geglu_kernel<<<grid_1d(n, kThreads), kThreads, 0, s>>>(p, p.gate_stride ? p.gate_stride : p.n,
+                                                           p.up_stride ? p.up_stride : p.n,
+                                                           p.out_stride ? p.out_stride : p.n);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+void launch_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
+    launch_map(n, s, [=] __device__(int64_t i) { y[i] = a[i] + b[i]; });
+}
+void launch_mul(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
+    launch_map(n, s, [=] __device__(int64_t i) { y[i] = a[i] * b[i]; });
+}
+void launch_scale(float* x, float v, int64_t n, cudaStream_t s) {
+    launch_map(n, s, [=] __device__(int64_t i) { x[i] = x[i] * v; });
+}
+void launch_softcap(float* x, float cap, int64_t n, cudaStream_t s) {
+    launch_map(n, s, [=] __device__(int64_t i) { x[i] = cap * tanhf(x[i] / cap); });
+}
+
+}  // namespace hf2q::cuda
