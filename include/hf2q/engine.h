@@ -40,6 +40,13 @@ struct ModelInfo {
     int64_t n_ctx_train = 0;
     int64_t n_params = 0;
     uint64_t n_bytes = 0;      // tensor data bytes
+    // Work per token, for throughput reports: weight elements multiplied per token
+    // (all matmuls except the LM head; MoE counts top-k of the experts) and the
+    // bytes of those weights; the LM head separately (it runs on output rows only).
+    int64_t n_active_params = 0;
+    uint64_t n_active_bytes = 0;
+    int64_t n_head_params = 0;
+    uint64_t n_head_bytes = 0;
 };
 
 class Model {

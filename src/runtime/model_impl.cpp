@@ -16,6 +16,33 @@ ModelImpl::ModelImpl(const std::string& path, const ModelLoadOptions& opts) : op
     info_.n_ctx_train = config_.n_ctx_train;
     info_.n_params = weights_.n_params;
     info_.n_bytes = weights_.n_bytes;
+    count_active_work();
+}
+
+// Per-token matmul work, from the weight table: every 2-D projection once, and
+// k / n_expert of each stacked expert tensor.
+void ModelImpl::count_active_work() {
+    auto add = [&](const ops::WeightView& v, double frac = 1.0) {
+        if (v.empty()) return;
+        info_.n_active_params += static_cast<int64_t>(static_cast<double>(v.n_in * v.n_out) * frac);
+        info_.n_active_bytes += static_cast<uint64_t>(static_cast<double>(v.row_bytes * v.n_out) * frac);
+    };
+    auto add_exp = [&](const gemma4::ExpertWeights& e) {
+        if (e.empty()) return;
+        // k experts of n_expert are used per token
+        add(e.first, static_cast<double>(config_.n_expert_used));
+    };
+    const auto& w = weights_;
+    add(w.per_layer_model_proj);
+    for (const auto& l : w.layers) {
+        for (const auto* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up, &l.ffn_down,
+                              &l.ffn_gate_inp, &l.inp_gate, &l.proj})
+            add(*v);
+        for (const auto* e : {&l.gate_up_exps, &l.gate_exps, &l.up_exps, &l.down_exps}) add_exp(*e);
+    }
+    const auto& lm = w.output.empty() ? w.token_embd : w.output;
+    info_.n_head_params = lm.n_in * lm.n_out;
+    info_.n_head_bytes = lm.row_bytes * static_cast<uint64_t>(lm.n_out);
 }
 
 }  // namespace hf2q::runtime

@@ -22,6 +22,8 @@ public:
     const ModelLoadOptions& options() const { return opts_; }
 
 private:
+    void count_active_work();
+
     ModelLoadOptions opts_;
     std::unique_ptr<gguf::File> file_;
     gemma4::Config config_;
