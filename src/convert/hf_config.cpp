@@ -26,9 +26,12 @@ struct Fields {
         const json* v = get(key);
         if (!v) return std::nullopt;
         if (!v->is_number_integer()) fail(file, ": ", key, " must be an integer, got ", v->dump());
-        if (!v->is_number_unsigned() || v->get<uint64_t>() < lo || v->get<uint64_t>() > hi)
+        // Parsed JSON stores non-negative integers as unsigned, built JSON may not.
+        const bool neg = !v->is_number_unsigned() && v->get<int64_t>() < 0;
+        const uint64_t u = neg ? 0 : v->get<uint64_t>();
+        if (neg || u < lo || u > hi)
             fail(file, ": ", key, " = ", v->dump(), " is out of range [", lo, ", ", hi, "]");
-        return static_cast<uint32_t>(v->get<uint64_t>());
+        return static_cast<uint32_t>(u);
     }
     uint32_t u32(const char* key, uint64_t lo, uint64_t hi) const {
         auto v = opt_u32(key, lo, hi);

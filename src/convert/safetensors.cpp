@@ -21,7 +21,7 @@ using json = nlohmann::json;
 // Parses a non-negative JSON integer; `what` names the field in errors.
 uint64_t json_u64(const json& v, const std::string& file, const std::string& tensor,
                   const char* what) {
-    if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0))
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
         fail(file, ": tensor '", tensor, "': ", what, " must be a non-negative integer, got ", v.dump());
     return v.get<uint64_t>();
 }

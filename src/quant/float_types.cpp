@@ -39,15 +39,7 @@ uint16_t fp32_to_fp16(float f) {
 }
 
 float fp16_to_fp32(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1Fu;
-    const uint32_t man = h & 0x3FFu;
-    if (exp == 0) {  // zero or subnormal: man * 2^-24 is exact in binary32
-        const float mag = static_cast<float>(man) * 0x1p-24f;
-        return float_of(bits_of(mag) | sign);
-    }
-    if (exp == 31) return float_of(sign | 0x7F800000u | (man << 13));  // inf / NaN (payload kept)
-    return float_of(sign | ((exp + 112u) << 23) | (man << 13));
+    return detail::half_to_float(h);
 }
 
 uint16_t fp32_to_bf16(float f) {
@@ -71,7 +63,7 @@ void quantize_row_f16(const float* x, void* dst, int64_t n, const float*) {
 }
 void dequantize_row_f16(const void* src, float* dst, int64_t n) {
     const auto* p = static_cast<const uint8_t*>(src);
-    for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(p + 2 * i));
+    for (int64_t i = 0; i < n; ++i) dst[i] = load_f16(p + 2 * i);
 }
 
 void quantize_row_bf16(const float* x, void* dst, int64_t n, const float*) {

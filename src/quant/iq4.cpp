@@ -23,8 +23,10 @@ int best_index(float x) {
     int mu = 15;
     while (mu - ml > 1) {
         const int mav = (ml + mu) / 2;
-        if (x < static_cast<float>(v[mav])) mu = mav;
-        else ml = mav;
+        if (x < static_cast<float>(v[mav]))
+            mu = mav;
+        else
+            ml = mav;
     }
     return x - static_cast<float>(v[mu - 1]) < static_cast<float>(v[mu]) - x ? mu - 1 : mu;
 }
@@ -125,7 +127,8 @@ void quantize_row_iq4_xs(const float* x, void* dst, int64_t n, const float* qw) 
         const float* xs = x + kQK_K * ibl;
         uint8_t L[kQK_K] = {};
         float scales[kNb];
-        const float max_scale = super_block_scales(xs, qw ? qw + kQK_K * ibl : nullptr, kNb, scales, L);
+        const float max_scale =
+            super_block_scales(xs, qw ? qw + kQK_K * ibl : nullptr, kNb, scales, L);
         const float d = -max_scale / 32.0f;
         store_f16(y[ibl].d, d);
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -137,8 +140,11 @@ void quantize_row_iq4_xs(const float* x, void* dst, int64_t n, const float* qw) 
             for (int j = 0; j < kQK; ++j)
                 L[kQK * ib + j] = static_cast<uint8_t>(best_index(idl * xs[kQK * ib + j]));
             const int c = l + 32;
-            if (ib % 2 == 0) y[ibl].scales_l[ib / 2] = static_cast<uint8_t>(c & 15);
-            else y[ibl].scales_l[ib / 2] = static_cast<uint8_t>(y[ibl].scales_l[ib / 2] | ((c & 15) << 4));
+            if (ib % 2 == 0)
+                y[ibl].scales_l[ib / 2] = static_cast<uint8_t>(c & 15);
+            else
+                y[ibl].scales_l[ib / 2] =
+                    static_cast<uint8_t>(y[ibl].scales_l[ib / 2] | ((c & 15) << 4));
             scales_h = static_cast<uint16_t>(scales_h | ((c >> 4) << (2 * ib)));
         }
         store_u16(y[ibl].scales_h, scales_h);

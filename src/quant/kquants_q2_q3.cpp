@@ -51,7 +51,8 @@ void q2_k_block_ref(const float* x, BlockQ2_K& y) {
     }
     if (max_scale > 0) {
         const float iscale = 15.0f / max_scale;
-        for (int j = 0; j < 16; ++j) y.scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
+        for (int j = 0; j < 16; ++j)
+            y.scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
         store_f16(y.d, max_scale / 15.0f);
     } else {
         std::memset(y.scales, 0, sizeof(y.scales));
@@ -109,8 +110,10 @@ int q3_k_scale_code(const uint8_t* scales, int s) {
 }
 
 void q3_k_set_scale_code(uint8_t* scales, int s, int code) {
-    if (s < 8) scales[s] = static_cast<uint8_t>(code & 15);
-    else scales[s - 8] = static_cast<uint8_t>(scales[s - 8] | ((code & 15) << 4));
+    if (s < 8)
+        scales[s] = static_cast<uint8_t>(code & 15);
+    else
+        scales[s - 8] = static_cast<uint8_t>(scales[s - 8] | ((code & 15) << 4));
     scales[8 + s % 4] = static_cast<uint8_t>(scales[8 + s % 4] | ((code >> 4) << (2 * (s / 4))));
 }
 
@@ -197,48 +200,63 @@ void q3_k_block_imatrix(const float* x, const float* qw, BlockQ3_K& y) {
 void quantize_row_q2_k(const float* x, void* dst, int64_t n, const float* qw) {
     auto* y = static_cast<BlockQ2_K*>(dst);
     for (int64_t i = 0; i < n / kQK_K; ++i) {
-        if (qw) q2_k_block_imatrix(x + i * kQK_K, qw + i * kQK_K, y[i]);
-        else q2_k_block_ref(x + i * kQK_K, y[i]);
+        if (qw)
+            q2_k_block_imatrix(x + i * kQK_K, qw + i * kQK_K, y[i]);
+        else
+            q2_k_block_ref(x + i * kQK_K, y[i]);
     }
 }
 
 void quantize_row_q3_k(const float* x, void* dst, int64_t n, const float* qw) {
     auto* y = static_cast<BlockQ3_K*>(dst);
     for (int64_t i = 0; i < n / kQK_K; ++i) {
-        if (qw) q3_k_block_imatrix(x + i * kQK_K, qw + i * kQK_K, y[i]);
-        else q3_k_block_ref(x + i * kQK_K, y[i]);
+        if (qw)
+            q3_k_block_imatrix(x + i * kQK_K, qw + i * kQK_K, y[i]);
+        else
+            q3_k_block_ref(x + i * kQK_K, y[i]);
     }
 }
 
+// Both decoders walk element e = 128h + 32g + 16k + l (sub-block 8h + 2g + k), which reads
+// bits 2g of qs[32h + 16k + l] and, for Q3_K, bit 4h + g of hmask[16k + l].
 void dequantize_row_q2_k(const void* src, float* dst, int64_t n) {
     const auto* x = static_cast<const BlockQ2_K*>(src);
-    for (int64_t i = 0; i < n / kQK_K; ++i) {
+    for (int64_t i = 0; i < n / kQK_K; ++i, dst += kQK_K) {
         const float d = load_f16(x[i].d);
         const float min = load_f16(x[i].dmin);
-        for (int e = 0; e < kQK_K; ++e) {
-            const int s = e / 16;
-            const int q = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-            const float dl = d * static_cast<float>(x[i].scales[s] & 15);
-            const float ml = min * static_cast<float>(x[i].scales[s] >> 4);
-            dst[e] = dl * static_cast<float>(q) - ml;
-        }
-        dst += kQK_K;
+        for (int h = 0; h < 2; ++h)
+            for (int g = 0; g < 4; ++g)
+                for (int k = 0; k < 2; ++k) {
+                    const uint8_t sc = x[i].scales[8 * h + 2 * g + k];
+                    const float dl = d * static_cast<float>(sc & 15);
+                    const float ml = min * static_cast<float>(sc >> 4);
+                    const uint8_t* q = x[i].qs + 32 * h + 16 * k;
+                    float* y = dst + 128 * h + 32 * g + 16 * k;
+                    for (int l = 0; l < 16; ++l)
+                        y[l] = dl * static_cast<float>((q[l] >> (2 * g)) & 3) - ml;
+                }
     }
 }
 
 void dequantize_row_q3_k(const void* src, float* dst, int64_t n) {
     const auto* x = static_cast<const BlockQ3_K*>(src);
-    for (int64_t i = 0; i < n / kQK_K; ++i) {
+    for (int64_t i = 0; i < n / kQK_K; ++i, dst += kQK_K) {
         const float d_all = load_f16(x[i].d);
-        float dl[16];
-        for (int s = 0; s < 16; ++s)
-            dl[s] = d_all * static_cast<float>(q3_k_scale_code(x[i].scales, s) - 32);
-        for (int e = 0; e < kQK_K; ++e) {
-            const int low = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-            const int high = (x[i].hmask[e % 32] >> (e / 32)) & 1;
-            dst[e] = dl[e / 16] * static_cast<float>(low - (high ? 0 : 4));
-        }
-        dst += kQK_K;
+        for (int h = 0; h < 2; ++h)
+            for (int g = 0; g < 4; ++g)
+                for (int k = 0; k < 2; ++k) {
+                    const int s = 8 * h + 2 * g + k;
+                    const float dl =
+                        d_all * static_cast<float>(q3_k_scale_code(x[i].scales, s) - 32);
+                    const uint8_t* q = x[i].qs + 32 * h + 16 * k;
+                    const uint8_t* hm = x[i].hmask + 16 * k;
+                    float* y = dst + 128 * h + 32 * g + 16 * k;
+                    for (int l = 0; l < 16; ++l) {
+                        const int low = (q[l] >> (2 * g)) & 3;
+                        const int high = (hm[l] >> (4 * h + g)) & 1;
+                        y[l] = dl * static_cast<float>(low - (high ? 0 : 4));
+                    }
+                }
     }
 }
 

@@ -93,8 +93,8 @@ KScales k_search_imatrix(const float* x, const float* qw, int nmax, uint8_t* L) 
         float sumw = 0.0f;
         for (int l = 0; l < 32; ++l) sumw += weights[l];
         sw[j] = sumw;
-        scales[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], aux, -0.9f,
-                                     0.05f, 36, false);
+        scales[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], aux,
+                                     -0.9f, 0.05f, 36, false);
     }
     uint8_t ls[8];
     uint8_t lm[8];
@@ -128,9 +128,9 @@ void k_requantize(const float* x, const uint8_t* d16, const uint8_t* dmin16, con
 
 template <class Block>
 void k_quantize_block(const float* x, const float* qw, int nmax, Block& y, uint8_t* L) {
-    const KScales k = qw ? k_search_imatrix(x, qw, nmax, L)
-                         : (nmax == 15 ? k_search_ref(x, 15, -1.0f, 20, L)
-                                       : k_search_ref(x, 31, -0.5f, 15, L));
+    const KScales k =
+        qw ? k_search_imatrix(x, qw, nmax, L)
+           : (nmax == 15 ? k_search_ref(x, 15, -1.0f, 20, L) : k_search_ref(x, 31, -0.5f, 15, L));
     std::memcpy(y.scales, k.scales, sizeof(y.scales));
     store_f16(y.d, k.d);
     store_f16(y.dmin, k.dmin);
@@ -206,7 +206,8 @@ void quantize_row_q5_k(const float* x, void* dst, int64_t n, const float* qw) {
         k_quantize_block(x + i * kQK_K, qw ? qw + i * kQK_K : nullptr, 31, y[i], L);
         std::memset(y[i].qh, 0, sizeof(y[i].qh));
         for (int e = 0; e < kQK_K; ++e) {
-            if (L[e] > 15) y[i].qh[e % 32] = static_cast<uint8_t>(y[i].qh[e % 32] | (1 << (e / 32)));
+            if (L[e] > 15)
+                y[i].qh[e % 32] = static_cast<uint8_t>(y[i].qh[e % 32] | (1 << (e / 32)));
         }
         for (int j = 0; j < kQK_K; j += 64)
             for (int l = 0; l < 32; ++l)
@@ -217,7 +218,8 @@ void quantize_row_q5_k(const float* x, void* dst, int64_t n, const float* qw) {
 
 void quantize_row_q6_k(const float* x, void* dst, int64_t n, const float* qw) {
     auto* y = static_cast<BlockQ6_K*>(dst);
-    for (int64_t i = 0; i < n / kQK_K; ++i) q6_k_block(x + i * kQK_K, qw ? qw + i * kQK_K : nullptr, y[i]);
+    for (int64_t i = 0; i < n / kQK_K; ++i)
+        q6_k_block(x + i * kQK_K, qw ? qw + i * kQK_K : nullptr, y[i]);
 }
 
 void dequantize_row_q4_k(const void* src, float* dst, int64_t n) {
@@ -233,7 +235,8 @@ void dequantize_row_q4_k(const void* src, float* dst, int64_t n) {
             const float m1 = min * static_cast<float>(m);
             const uint8_t* q = x[i].qs + 32 * (j / 2);
             const int shift = 4 * (j % 2);
-            for (int l = 0; l < 32; ++l) dst[32 * j + l] = d1 * static_cast<float>((q[l] >> shift) & 15) - m1;
+            for (int l = 0; l < 32; ++l)
+                dst[32 * j + l] = d1 * static_cast<float>((q[l] >> shift) & 15) - m1;
         }
         dst += kQK_K;
     }

@@ -50,7 +50,8 @@ void imatrix_weights(const float* x, const float* qw, float sigma2, float* w) {
 }
 
 void pack_nibbles(const uint8_t* L, uint8_t* qs) {
-    for (int j = 0; j < kQK / 2; ++j) qs[j] = static_cast<uint8_t>((L[j] & 15) | ((L[j + 16] & 15) << 4));
+    for (int j = 0; j < kQK / 2; ++j)
+        qs[j] = static_cast<uint8_t>((L[j] & 15) | ((L[j + 16] & 15) << 4));
 }
 
 // Packs 5-bit codes into qs (low nibbles) and the little-endian qh (bit 4 of each code).
@@ -75,7 +76,7 @@ void ref_symmetric(const float* x, int nmax, float* d_out, uint8_t* L) {
     const int qmax = 2 * nmax - 1;
     for (int j = 0; j < kQK; ++j) {
         const float v = x[j] * id;
-        const int q = static_cast<int8_t>(v + bias);
+        const int q = static_cast<int8_t>(trunc_to_i32(v + bias));
         L[j] = static_cast<uint8_t>(q < qmax ? q : qmax);
     }
     *d_out = d;
@@ -90,7 +91,7 @@ void ref_asymmetric(const float* x, int nmax, bool clamp, float* d_out, float* m
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int j = 0; j < kQK; ++j) {
         const float v = (x[j] - mn) * id;
-        int q = static_cast<int8_t>(v + 0.5f);
+        int q = static_cast<int8_t>(trunc_to_i32(v + 0.5f));
         if (clamp && q > nmax) q = nmax;
         L[j] = static_cast<uint8_t>(q);
     }
@@ -109,7 +110,8 @@ float impl_symmetric(const float* x, const float* qw, float sigma2, int nmax, ui
 }
 
 // imatrix path of Q4_1/Q5_1: make_qkx3_quants; returns d, *m = the (negative) offset.
-float impl_asymmetric(const float* x, const float* qw, float sigma2, int nmax, float* m, uint8_t* L) {
+float impl_asymmetric(const float* x, const float* qw, float sigma2, int nmax, float* m,
+                      uint8_t* L) {
     float w[kQK];
     uint8_t aux[kQK];
     imatrix_weights(x, qw, sigma2, w);
@@ -128,8 +130,10 @@ void quantize_row_q4_0(const float* x, void* dst, int64_t n, const float* qw) {
         const float* xb = x + ib * kQK;
         uint8_t L[kQK];
         float d = 0.0f;
-        if (qw) d = impl_symmetric(xb, qw + ib * kQK, sigma2, 8, L);
-        else ref_symmetric(xb, 8, &d, L);
+        if (qw)
+            d = impl_symmetric(xb, qw + ib * kQK, sigma2, 8, L);
+        else
+            ref_symmetric(xb, 8, &d, L);
         store_f16(y[ib].d, d);
         pack_nibbles(L, y[ib].qs);
     }
@@ -142,8 +146,10 @@ void quantize_row_q5_0(const float* x, void* dst, int64_t n, const float* qw) {
         const float* xb = x + ib * kQK;
         uint8_t L[kQK];
         float d = 0.0f;
-        if (qw) d = impl_symmetric(xb, qw + ib * kQK, sigma2, 16, L);
-        else ref_symmetric(xb, 16, &d, L);
+        if (qw)
+            d = impl_symmetric(xb, qw + ib * kQK, sigma2, 16, L);
+        else
+            ref_symmetric(xb, 16, &d, L);
         store_f16(y[ib].d, d);
         pack_5bit(L, y[ib].qs, y[ib].qh);
     }
@@ -157,8 +163,10 @@ void quantize_row_q4_1(const float* x, void* dst, int64_t n, const float* qw) {
         uint8_t L[kQK];
         float d = 0.0f;
         float m = 0.0f;
-        if (qw) d = impl_asymmetric(xb, qw + ib * kQK, sigma2, 15, &m, L);
-        else ref_asymmetric(xb, 15, true, &d, &m, L);
+        if (qw)
+            d = impl_asymmetric(xb, qw + ib * kQK, sigma2, 15, &m, L);
+        else
+            ref_asymmetric(xb, 15, true, &d, &m, L);
         store_f16(y[ib].d, d);
         store_f16(y[ib].m, m);
         pack_nibbles(L, y[ib].qs);
@@ -173,8 +181,10 @@ void quantize_row_q5_1(const float* x, void* dst, int64_t n, const float* qw) {
         uint8_t L[kQK];
         float d = 0.0f;
         float m = 0.0f;
-        if (qw) d = impl_asymmetric(xb, qw + ib * kQK, sigma2, 31, &m, L);
-        else ref_asymmetric(xb, 31, false, &d, &m, L);
+        if (qw)
+            d = impl_asymmetric(xb, qw + ib * kQK, sigma2, 31, &m, L);
+        else
+            ref_asymmetric(xb, 31, false, &d, &m, L);
         store_f16(y[ib].d, d);
         store_f16(y[ib].m, m);
         pack_5bit(L, y[ib].qs, y[ib].qh);
@@ -187,11 +197,12 @@ void quantize_row_q8_0(const float* x, void* dst, int64_t n, const float*) {
     for (int64_t ib = 0; ib < n / kQK; ++ib) {
         const float* xb = x + ib * kQK;
         float amax = 0.0f;
-        for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+        for (int j = 0; j < kQK; ++j) amax = max_f(amax, std::fabs(xb[j]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         store_f16(y[ib].d, d);
-        for (int j = 0; j < kQK; ++j) y[ib].qs[j] = static_cast<int8_t>(std::round(xb[j] * id));
+        for (int j = 0; j < kQK; ++j)
+            y[ib].qs[j] = static_cast<int8_t>(trunc_to_i32(std::round(xb[j] * id)));
     }
 }
 
@@ -201,12 +212,12 @@ void quantize_row_q8_1(const float* x, void* dst, int64_t n) {
     for (int64_t ib = 0; ib < n / kQK; ++ib, y += 36) {
         const float* xb = x + ib * kQK;
         float amax = 0.0f;
-        for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+        for (int j = 0; j < kQK; ++j) amax = max_f(amax, std::fabs(xb[j]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int j = 0; j < kQK; ++j) {
-            const auto q = static_cast<int8_t>(std::round(xb[j] * id));
+            const auto q = static_cast<int8_t>(trunc_to_i32(std::round(xb[j] * id)));
             y[4 + j] = static_cast<uint8_t>(q);
             sum += q;
         }

@@ -24,12 +24,12 @@ int best_index_mxfp4(float x, float d) {
 }
 
 // Shared exponent: floor(log2(amax)) - 2 + 127, or 0 for an all-zero block. ggml converts the
-// float to uint8 directly; for amax < 2^-125 that is out of range and x86 wraps modulo 256
-// through a 32-bit integer, which is what the int cast reproduces here without UB.
+// float to uint8 directly; for amax < 2^-125 (or inf) that is out of range, and x86 converts
+// through a 32-bit integer and keeps the low byte, which trunc_to_i32 reproduces without UB.
 uint8_t shared_exponent(float amax) {
     if (!(amax > 0.0f)) return 0;
     const float e = std::floor(std::log2(amax)) - 2.0f + 127.0f;
-    return static_cast<uint8_t>(static_cast<int>(e) & 0xFF);
+    return static_cast<uint8_t>(trunc_to_i32(e) & 0xFF);
 }
 
 }  // namespace

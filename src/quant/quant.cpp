@@ -2,6 +2,7 @@
 // plus the f32 dot product that decodes stored blocks on the fly.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -24,22 +25,38 @@ struct TypeOps {
 std::optional<TypeOps> type_ops(GgmlType t) {
     using namespace detail;
     switch (t) {
-        case GgmlType::F32: return TypeOps{quantize_row_f32, dequantize_row_f32};
-        case GgmlType::F16: return TypeOps{quantize_row_f16, dequantize_row_f16};
-        case GgmlType::BF16: return TypeOps{quantize_row_bf16, dequantize_row_bf16};
-        case GgmlType::Q4_0: return TypeOps{quantize_row_q4_0, dequantize_row_q4_0};
-        case GgmlType::Q4_1: return TypeOps{quantize_row_q4_1, dequantize_row_q4_1};
-        case GgmlType::Q5_0: return TypeOps{quantize_row_q5_0, dequantize_row_q5_0};
-        case GgmlType::Q5_1: return TypeOps{quantize_row_q5_1, dequantize_row_q5_1};
-        case GgmlType::Q8_0: return TypeOps{quantize_row_q8_0, dequantize_row_q8_0};
-        case GgmlType::Q2_K: return TypeOps{quantize_row_q2_k, dequantize_row_q2_k};
-        case GgmlType::Q3_K: return TypeOps{quantize_row_q3_k, dequantize_row_q3_k};
-        case GgmlType::Q4_K: return TypeOps{quantize_row_q4_k, dequantize_row_q4_k};
-        case GgmlType::Q5_K: return TypeOps{quantize_row_q5_k, dequantize_row_q5_k};
-        case GgmlType::Q6_K: return TypeOps{quantize_row_q6_k, dequantize_row_q6_k};
-        case GgmlType::IQ4_NL: return TypeOps{quantize_row_iq4_nl, dequantize_row_iq4_nl};
-        case GgmlType::IQ4_XS: return TypeOps{quantize_row_iq4_xs, dequantize_row_iq4_xs};
-        case GgmlType::MXFP4: return TypeOps{quantize_row_mxfp4, dequantize_row_mxfp4};
+        case GgmlType::F32:
+            return TypeOps{quantize_row_f32, dequantize_row_f32};
+        case GgmlType::F16:
+            return TypeOps{quantize_row_f16, dequantize_row_f16};
+        case GgmlType::BF16:
+            return TypeOps{quantize_row_bf16, dequantize_row_bf16};
+        case GgmlType::Q4_0:
+            return TypeOps{quantize_row_q4_0, dequantize_row_q4_0};
+        case GgmlType::Q4_1:
+            return TypeOps{quantize_row_q4_1, dequantize_row_q4_1};
+        case GgmlType::Q5_0:
+            return TypeOps{quantize_row_q5_0, dequantize_row_q5_0};
+        case GgmlType::Q5_1:
+            return TypeOps{quantize_row_q5_1, dequantize_row_q5_1};
+        case GgmlType::Q8_0:
+            return TypeOps{quantize_row_q8_0, dequantize_row_q8_0};
+        case GgmlType::Q2_K:
+            return TypeOps{quantize_row_q2_k, dequantize_row_q2_k};
+        case GgmlType::Q3_K:
+            return TypeOps{quantize_row_q3_k, dequantize_row_q3_k};
+        case GgmlType::Q4_K:
+            return TypeOps{quantize_row_q4_k, dequantize_row_q4_k};
+        case GgmlType::Q5_K:
+            return TypeOps{quantize_row_q5_k, dequantize_row_q5_k};
+        case GgmlType::Q6_K:
+            return TypeOps{quantize_row_q6_k, dequantize_row_q6_k};
+        case GgmlType::IQ4_NL:
+            return TypeOps{quantize_row_iq4_nl, dequantize_row_iq4_nl};
+        case GgmlType::IQ4_XS:
+            return TypeOps{quantize_row_iq4_xs, dequantize_row_iq4_xs};
+        case GgmlType::MXFP4:
+            return TypeOps{quantize_row_mxfp4, dequantize_row_mxfp4};
         case GgmlType::Q8_1:
         case GgmlType::Q8_K:
         case GgmlType::IQ2_XXS:
@@ -57,7 +74,8 @@ std::optional<TypeOps> type_ops(GgmlType t) {
         case GgmlType::TQ1_0:
         case GgmlType::TQ2_0:
         case GgmlType::NVFP4:
-        case GgmlType::Q1_0: return std::nullopt;
+        case GgmlType::Q1_0:
+            return std::nullopt;
     }
     return std::nullopt;  // an id outside the enum
 }
@@ -82,18 +100,32 @@ uint32_t require_row(GgmlType t, int64_t n, const char* what) {
     return bs;
 }
 
-// Accumulates Σ a[i]·b[i] into 16 interleaved partial sums (a fixed order, so the result is
-// deterministic, and the compiler can keep them in vector registers).
+// Accumulates Σ a[i]·b[i] into 16 interleaved partial sums: lane k takes i ≡ k (mod 16),
+// a fixed order, so results are deterministic. GNU vector types make the lanes SIMD
+// registers without relying on the auto-vectoriser (which may not reorder a float sum).
+using F32x4 = float __attribute__((vector_size(16)));
+
+inline F32x4 load4(const float* p) {
+    F32x4 v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+
 void dot_accumulate(const float* a, const float* b, int64_t n, float* acc) {
+    F32x4 s[4];
+    std::memcpy(s, acc, sizeof(s));
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        for (int k = 0; k < 16; ++k) acc[k] += a[i + k] * b[i + k];
+        for (int k = 0; k < 4; ++k) s[k] += load4(a + i + 4 * k) * load4(b + i + 4 * k);
+    std::memcpy(acc, s, sizeof(s));
     for (int k = 0; i < n; ++i, ++k) acc[k] += a[i] * b[i];
 }
 
 }  // namespace
 
-bool is_supported(GgmlType t) { return type_ops(t).has_value(); }
+bool is_supported(GgmlType t) {
+    return type_ops(t).has_value();
+}
 
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
     const TypeOps ops = require_ops(t, "dequantize_row");
@@ -113,7 +145,8 @@ size_t quantize(GgmlType t, const float* src, void* dst, int64_t nrows, int64_t 
              " elements overflow the size type");
     auto* out = static_cast<uint8_t*>(dst);
     for (int64_t r = 0; r < nrows; ++r)
-        ops.quantize(src + r * n_per_row, out + static_cast<uint64_t>(r) * row_bytes, n_per_row, imatrix);
+        ops.quantize(src + r * n_per_row, out + static_cast<uint64_t>(r) * row_bytes, n_per_row,
+                     imatrix);
     return static_cast<size_t>(*total);
 }
 

@@ -17,7 +17,7 @@
 
 namespace hf2q::quant::detail {
 
-constexpr int kQK = 32;    // block size of the legacy formats, IQ4_NL and MXFP4
+constexpr int kQK = 32;     // block size of the legacy formats, IQ4_NL and MXFP4
 constexpr int kQK_K = 256;  // super-block size of the k-quants and IQ4_XS
 constexpr float kGroupMaxEps = 1e-15f;
 
@@ -28,23 +28,98 @@ inline void store_u16(uint8_t* p, uint16_t v) {
     p[0] = static_cast<uint8_t>(v & 0xFF);
     p[1] = static_cast<uint8_t>(v >> 8);
 }
-inline float load_f16(const uint8_t* p) { return fp16_to_fp32(load_u16(p)); }
-inline void store_f16(uint8_t* p, float v) { store_u16(p, fp32_to_fp16(v)); }
+// FP16 -> FP32, exact; inline and branch-free so row decoders can vectorise it.
+inline float half_to_float(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t em = h & 0x7FFFu;
+    // Normal, inf and NaN: rebias the exponent 15 -> 127 (twice for exponent 31 -> 255).
+    uint32_t norm = (em << 13) + 0x38000000u;
+    norm += em >= 0x7C00u ? 0x38000000u : 0u;
+    const float sub = static_cast<float>(em) * 0x1p-24f;  // zero/subnormal: exact
+    uint32_t sub_bits;
+    std::memcpy(&sub_bits, &sub, sizeof(sub_bits));
+    const uint32_t r = (em < 0x400u ? sub_bits : norm) | sign;
+    float f;
+    std::memcpy(&f, &r, sizeof(f));
+    return f;
+}
+inline float load_f16(const uint8_t* p) {
+    return half_to_float(load_u16(p));
+}
+inline void store_f16(uint8_t* p, float v) {
+    store_u16(p, fp32_to_fp16(v));
+}
 
 // ---- block layouts (ggml-common.h) -------------------------------------------------------
-struct BlockQ4_0 { uint8_t d[2]; uint8_t qs[kQK / 2]; };
-struct BlockQ4_1 { uint8_t d[2]; uint8_t m[2]; uint8_t qs[kQK / 2]; };
-struct BlockQ5_0 { uint8_t d[2]; uint8_t qh[4]; uint8_t qs[kQK / 2]; };
-struct BlockQ5_1 { uint8_t d[2]; uint8_t m[2]; uint8_t qh[4]; uint8_t qs[kQK / 2]; };
-struct BlockQ8_0 { uint8_t d[2]; int8_t qs[kQK]; };
-struct BlockQ2_K { uint8_t scales[16]; uint8_t qs[64]; uint8_t d[2]; uint8_t dmin[2]; };
-struct BlockQ3_K { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint8_t d[2]; };
-struct BlockQ4_K { uint8_t d[2]; uint8_t dmin[2]; uint8_t scales[12]; uint8_t qs[128]; };
-struct BlockQ5_K { uint8_t d[2]; uint8_t dmin[2]; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
-struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint8_t d[2]; };
-struct BlockIQ4_NL { uint8_t d[2]; uint8_t qs[kQK / 2]; };
-struct BlockIQ4_XS { uint8_t d[2]; uint8_t scales_h[2]; uint8_t scales_l[4]; uint8_t qs[128]; };
-struct BlockMXFP4 { uint8_t e; uint8_t qs[kQK / 2]; };
+struct BlockQ4_0 {
+    uint8_t d[2];
+    uint8_t qs[kQK / 2];
+};
+struct BlockQ4_1 {
+    uint8_t d[2];
+    uint8_t m[2];
+    uint8_t qs[kQK / 2];
+};
+struct BlockQ5_0 {
+    uint8_t d[2];
+    uint8_t qh[4];
+    uint8_t qs[kQK / 2];
+};
+struct BlockQ5_1 {
+    uint8_t d[2];
+    uint8_t m[2];
+    uint8_t qh[4];
+    uint8_t qs[kQK / 2];
+};
+struct BlockQ8_0 {
+    uint8_t d[2];
+    int8_t qs[kQK];
+};
+struct BlockQ2_K {
+    uint8_t scales[16];
+    uint8_t qs[64];
+    uint8_t d[2];
+    uint8_t dmin[2];
+};
+struct BlockQ3_K {
+    uint8_t hmask[32];
+    uint8_t qs[64];
+    uint8_t scales[12];
+    uint8_t d[2];
+};
+struct BlockQ4_K {
+    uint8_t d[2];
+    uint8_t dmin[2];
+    uint8_t scales[12];
+    uint8_t qs[128];
+};
+struct BlockQ5_K {
+    uint8_t d[2];
+    uint8_t dmin[2];
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
+struct BlockQ6_K {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint8_t d[2];
+};
+struct BlockIQ4_NL {
+    uint8_t d[2];
+    uint8_t qs[kQK / 2];
+};
+struct BlockIQ4_XS {
+    uint8_t d[2];
+    uint8_t scales_h[2];
+    uint8_t scales_l[4];
+    uint8_t qs[128];
+};
+struct BlockMXFP4 {
+    uint8_t e;
+    uint8_t qs[kQK / 2];
+};
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
@@ -64,7 +139,8 @@ static_assert(sizeof(BlockMXFP4) == 17);
 inline constexpr int8_t kValuesIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 // E2M1 values doubled (MXFP4); the E8M0 scale is halved to compensate.
-inline constexpr int8_t kValuesMXFP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline constexpr int8_t kValuesMXFP4[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
 
 // ---- rounding helpers --------------------------------------------------------------------
 // Round half to even via the 1.5·2^23 trick; replicated bit for bit (also outside the
@@ -76,8 +152,23 @@ inline int nearest_int(float f) {
     return (i & 0x007FFFFF) - 0x00400000;
 }
 
+// C's float -> integer conversion as x86-64 performs it (cvttss2si, also used for 8-bit
+// targets): truncation toward zero, and INT32_MIN for NaN or out-of-range values, where C++
+// leaves the conversion undefined. Lets non-finite input produce ggml's bytes without UB.
+inline int32_t trunc_to_i32(float v) {
+    if (v >= -2147483648.0f && v < 2147483648.0f) return static_cast<int32_t>(v);
+    return INT32_MIN;
+}
+
+// ggml's MAX(a, b) macro: unlike std::fmax it propagates a NaN in b.
+inline float max_f(float a, float b) {
+    return a > b ? a : b;
+}
+
 template <class T>
-inline T clamp_int(T v, T lo, T hi) { return v < lo ? lo : (v > hi ? hi : v); }
+inline T clamp_int(T v, T lo, T hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
 
 // Scale of 2^(e-128) encoded by an E8M0 byte (MXFP4 stores doubled E2M1 values).
 inline float e8m0_to_fp32_half(uint8_t e) {
@@ -91,18 +182,16 @@ inline float e8m0_to_fp32_half(uint8_t e) {
 // L receives n codes; see docs/formats.md for the value ranges of each routine.
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, const float* qw);
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse);
-float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t* L,
-                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
-                       bool use_mad);
-float make_qkx3_quants(int n, int nmax, const float* x, const float* w, uint8_t* L,
-                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
-                       bool use_mad);
+float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
+float make_qkx3_quants(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
 float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* w);
 
 // ---- per-type row entry points -----------------------------------------------------------
 // quantize_row_*: one row of n elements (n a multiple of the block size, already checked);
 // qw is the row's importance weights (n values) or nullptr. dequantize_row_*: the inverse.
-#define HF2Q_QUANT_ROW_FNS(name)                                                 \
+#define HF2Q_QUANT_ROW_FNS(name)                                                     \
     void quantize_row_##name(const float* x, void* dst, int64_t n, const float* qw); \
     void dequantize_row_##name(const void* src, float* dst, int64_t n);
 

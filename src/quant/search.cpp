@@ -80,7 +80,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, 
             suml2 += w * l * l;
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + qx_code(iscale, x[i], nmax));
+            for (int i = 0; i < n; ++i)
+                L[i] = static_cast<int8_t>(nmax + qx_code(iscale, x[i], nmax));
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -154,9 +155,8 @@ float qkx_error(int n, const float* x, const float* w, const uint8_t* l, float s
 // Shared body of make_qkx2_quants / make_qkx3_quants: asymmetric codes 0..nmax with a
 // weighted least-squares fit of (scale, min) over nstep+1 candidate inverse scales.
 // qkx3 differs only in its degenerate-range test (max <= min instead of max == min).
-float make_qkx_quants(int n, int nmax, const float* x, const float* w, uint8_t* L,
-                      float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
-                      bool use_mad, bool qkx3) {
+float make_qkx_quants(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min,
+                      uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad, bool qkx3) {
     float min = x[0];
     float max = x[0];
     float sum_w = w[0];
@@ -219,15 +219,13 @@ float make_qkx_quants(int n, int nmax, const float* x, const float* w, uint8_t* 
 
 }  // namespace
 
-float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t* L,
-                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
-                       bool use_mad) {
+float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
     return make_qkx_quants(n, nmax, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad, false);
 }
 
-float make_qkx3_quants(int n, int nmax, const float* x, const float* w, uint8_t* L,
-                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
-                       bool use_mad) {
+float make_qkx3_quants(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
     return make_qkx_quants(n, nmax, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad, true);
 }
 

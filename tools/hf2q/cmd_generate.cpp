@@ -25,6 +25,7 @@ struct GenerateOptions {
     int32_t threads = 0;
     int32_t ctx_size = 0;
     int32_t ubatch = 512;
+    std::string backend = "cpu";
 };
 
 int32_t argmax(const float* v, int64_t n) {
@@ -66,7 +67,9 @@ int run_generate(const std::vector<std::string>& args) {
     p.option("-t,--threads", "N", "CPU threads (0: all cores)", &o.threads);
     p.option("-c,--ctx-size", "N", "context size (0: prompt + n-predict)", &o.ctx_size);
     p.option("-ub,--ubatch-size", "N", "tokens per forward micro-batch", &o.ubatch);
+    p.option("--backend", "NAME", "cpu or cuda", &o.backend);
     if (!p.parse(args)) return 0;
+    if (o.backend != "cpu" && o.backend != "cuda") fail("--backend must be cpu or cuda, got '", o.backend, "'");
     if (o.n_predict < 0) fail("--n-predict must not be negative");
     if (o.temp != 0.0f) fail("--temp other than 0 needs the sampler, which is not wired into generate yet");
     std::vector<int32_t> prompt = parse_token_ids(o.token_ids);
@@ -77,6 +80,7 @@ int run_generate(const std::vector<std::string>& args) {
     co.n_ctx = o.ctx_size > 0 ? o.ctx_size : static_cast<int32_t>(prompt.size()) + o.n_predict;
     co.n_ubatch = o.ubatch;
     co.n_threads = o.threads;
+    co.backend = o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu;
     auto ctx = Context::create(*model, co);
 
     const bool all_logits = !o.dump_logits.empty();

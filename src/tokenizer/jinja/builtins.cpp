@@ -202,9 +202,10 @@ Value global_range(Interpreter& in, CallArgs& a) {
     return Value::list(std::move(out));
 }
 
-Value make_dict(CallArgs& a, Dict::Type type) {
+Value make_dict(Interpreter& in, CallArgs& a, Dict::Type type) {
     auto d = std::make_shared<Dict>();
     d->type = type;
+    if (type == Dict::Type::Namespace) in.track_namespace(d);
     if (a.pos.size() > 1) eval_fail("expected at most 1 positional argument");
     if (!a.pos.empty()) {
         if (!a.pos[0].is_dict()) eval_fail("positional argument must be a mapping");
@@ -250,9 +251,9 @@ Value bound_method(const Value& obj, const std::string& name) {
 Value global_value(const std::string& name) {
     if (name == "range") return Value::callable(name, global_range);
     if (name == "namespace")
-        return Value::callable(name, [](Interpreter&, CallArgs& a) { return make_dict(a, Dict::Type::Namespace); });
+        return Value::callable(name, [](Interpreter& in, CallArgs& a) { return make_dict(in, a, Dict::Type::Namespace); });
     if (name == "dict")
-        return Value::callable(name, [](Interpreter&, CallArgs& a) { return make_dict(a, Dict::Type::Plain); });
+        return Value::callable(name, [](Interpreter& in, CallArgs& a) { return make_dict(in, a, Dict::Type::Plain); });
     if (name == "raise_exception")
         return Value::callable(name, [](Interpreter&, CallArgs& a) -> Value {
             auto args = a.bind("raise_exception", {"message"});

@@ -28,6 +28,17 @@ Interpreter::Interpreter(const std::string& name, const RenderLimits& limits)
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(budget);
 }
 
+Interpreter::~Interpreter() {
+    // Namespaces are the only mutable containers, so the only way to build reference
+    // cycles (ns.self = ns); emptying them all frees any such cycle.
+    for (auto& ns : namespaces_) {
+        ns->items.clear();
+        ns->index.clear();
+    }
+}
+
+void Interpreter::track_namespace(std::shared_ptr<Dict> ns) { namespaces_.push_back(std::move(ns)); }
+
 std::string Interpreter::render(const std::vector<NodePtr>& body, FramePtr root) {
     std::string out;
     exec_body(body, root, out);
@@ -134,11 +145,7 @@ Interpreter::Flow Interpreter::exec_inner(const Node& n, const FramePtr& f, std:
             Value callee = eval(*call.args[0], f);
             if (!callee.is_callable()) eval_fail("call block target is not callable");
             CallArgs args = eval_args(call, 1, f);
-            const Node* block = &n;
-            FramePtr site = f;
-            args.kw.emplace_back("caller", Value::callable("caller", [this, block, site](Interpreter&, CallArgs& a) {
-                                     return call_macro(*block, site, a);
-                                 }));
+            args.kw.emplace_back("caller", make_macro(n, f));
             append(out, to_str(callee.callable_ref().fn(*this, args)));
             return Flow::Normal;
         }
@@ -238,10 +245,14 @@ void Interpreter::assign(const Node& target, Value v, const FramePtr& f) {
 }
 
 Value Interpreter::make_macro(const Node& n, const FramePtr& f) {
+    // The closure is weak: a macro usually lives in the frame it captures, and a strong
+    // reference would make a cycle that is never freed.
     const Node* def = &n;
-    FramePtr closure = f;
-    return Value::callable(n.s, [this, def, closure](Interpreter&, CallArgs& a) {
-        return call_macro(*def, closure, a);
+    std::weak_ptr<Frame> closure = f;
+    return Value::callable(n.type == NodeType::CallBlock ? "caller" : n.s, [this, def, closure](Interpreter&, CallArgs& a) {
+        FramePtr scope = closure.lock();
+        if (!scope) eval_fail("macro called after the scope that defined it has ended");
+        return call_macro(*def, scope, a);
     });
 }
 

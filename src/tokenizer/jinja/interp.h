@@ -27,6 +27,10 @@ using FramePtr = std::shared_ptr<Frame>;
 class Interpreter {
 public:
     Interpreter(const std::string& name, const RenderLimits& limits);
+    ~Interpreter();
+    Interpreter(const Interpreter&) = delete;
+    Interpreter& operator=(const Interpreter&) = delete;
+    void track_namespace(std::shared_ptr<Dict> ns);
 
     std::string render(const std::vector<NodePtr>& body, FramePtr root);
 
@@ -70,6 +74,7 @@ private:
     const std::string& name_;
     RenderLimits limits_;
     int nesting_ = 0;
+    std::vector<std::shared_ptr<Dict>> namespaces_;
     uint64_t ticks_ = 0;
     int call_depth_ = 0;
     std::chrono::steady_clock::time_point deadline_;

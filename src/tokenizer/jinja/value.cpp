@@ -12,7 +12,7 @@ void eval_fail(std::string message) { throw EvalError{std::move(message)}; }
 
 Value Value::undefined(std::string hint) {
     Value v;
-    if (!hint.empty()) v.p_ = std::make_shared<const std::string>(std::move(hint));
+    if (!hint.empty()) v.p_ = std::make_shared<std::string>(std::move(hint));
     return v;
 }
 Value Value::none() {
@@ -41,7 +41,7 @@ Value Value::number(double f) {
 Value Value::string(std::string s) {
     Value v;
     v.kind_ = Kind::String;
-    v.p_ = std::make_shared<const std::string>(std::move(s));
+    v.p_ = std::make_shared<std::string>(std::move(s));
     return v;
 }
 Value Value::list(std::vector<Value> items, bool tuple) {
