@@ -44,7 +44,9 @@ Found find_first(std::string_view s, const std::array<std::string_view, N>& mark
     return f;
 }
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && is_ws(s.front())) s.remove_prefix(1);
@@ -90,7 +92,7 @@ bool valid_utf8(std::string_view s) {
 // Recursive-descent parser for one Gemma 4 value. Every method returns false on
 // malformed input and leaves `out` unspecified.
 class ValueParser {
-public:
+  public:
     explicit ValueParser(std::string_view s) : s_(s) {}
 
     bool parse_value(json& out, int depth) {
@@ -112,7 +114,7 @@ public:
         return i_ == s_.size();
     }
 
-private:
+  private:
     bool at(std::string_view tok) const { return s_.substr(i_).starts_with(tok); }
 
     void skip_ws() {
@@ -136,7 +138,8 @@ private:
         if (at(kQuote)) return parse_string(out);
         const size_t start = i_;
         constexpr std::string_view stop = ":,{}[]\"'<";
-        while (i_ < s_.size() && !is_ws(s_[i_]) && stop.find(s_[i_]) == std::string_view::npos) ++i_;
+        while (i_ < s_.size() && !is_ws(s_[i_]) && stop.find(s_[i_]) == std::string_view::npos)
+            ++i_;
         out.assign(s_.substr(start, i_ - start));
         return !out.empty() && valid_utf8(out);
     }
@@ -184,7 +187,8 @@ private:
     bool parse_literal(json& out) {
         const size_t start = i_;
         constexpr std::string_view stop = ",{}[]:<";
-        while (i_ < s_.size() && !is_ws(s_[i_]) && stop.find(s_[i_]) == std::string_view::npos) ++i_;
+        while (i_ < s_.size() && !is_ws(s_[i_]) && stop.find(s_[i_]) == std::string_view::npos)
+            ++i_;
         const std::string_view tok = s_.substr(start, i_ - start);
         if (tok == "true" || tok == "True") return out = true, true;
         if (tok == "false" || tok == "False") return out = false, true;
@@ -281,14 +285,19 @@ std::vector<OutputEvent> Gemma4OutputParser::feed(std::string_view piece) {
 std::vector<OutputEvent> Gemma4OutputParser::finish() {
     std::vector<OutputEvent> events;
     switch (state_) {
-        case State::content: emit_text(OutputEventKind::content, buf_, events); break;
+        case State::content:
+            emit_text(OutputEventKind::content, buf_, events);
+            break;
         case State::channel_header:
-        case State::reasoning: emit_text(OutputEventKind::reasoning, buf_, events); break;
+        case State::reasoning:
+            emit_text(OutputEventKind::reasoning, buf_, events);
+            break;
         case State::tool_call:
             emit_text(OutputEventKind::content, std::string(kCallOpen) + buf_, events);
             break;
         case State::ended:
-        case State::finished: break;
+        case State::finished:
+            break;
     }
     buf_.clear();
     state_ = State::finished;
@@ -297,14 +306,19 @@ std::vector<OutputEvent> Gemma4OutputParser::finish() {
 
 bool Gemma4OutputParser::step(std::vector<OutputEvent>& events) {
     switch (state_) {
-        case State::content: return step_content(events);
-        case State::channel_header: return step_channel_header();
-        case State::reasoning: return step_reasoning(events);
-        case State::tool_call: return step_tool_call(events);
+        case State::content:
+            return step_content(events);
+        case State::channel_header:
+            return step_channel_header();
+        case State::reasoning:
+            return step_reasoning(events);
+        case State::tool_call:
+            return step_tool_call(events);
         case State::ended:
             buf_.clear();
             return false;
-        case State::finished: return false;
+        case State::finished:
+            return false;
     }
     return false;
 }
@@ -379,8 +393,8 @@ bool Gemma4OutputParser::step_tool_call(std::vector<OutputEvent>& events) {
         result_.tool_calls.push_back(*call);
         events.push_back({OutputEventKind::tool_call, {}, std::move(*call)});
     } else {
-        emit_text(OutputEventKind::content,
-                  std::string(kCallOpen).append(body).append(kCallClose), events);
+        emit_text(OutputEventKind::content, std::string(kCallOpen).append(body).append(kCallClose),
+                  events);
     }
     buf_.erase(0, close + kCallClose.size());
     state_ = State::content;

@@ -19,7 +19,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,7 +59,7 @@ struct Gemma4ParserOptions {
 };
 
 class Gemma4OutputParser {
-public:
+  public:
     explicit Gemma4OutputParser(Gemma4ParserOptions options = {});
 
     // Appends a piece; returns the events it completes. Consecutive text of one kind is
@@ -73,7 +72,7 @@ public:
 
     const ParsedOutput& result() const { return result_; }
 
-private:
+  private:
     enum class State { content, channel_header, reasoning, tool_call, ended, finished };
 
     bool step(std::vector<OutputEvent>& events);

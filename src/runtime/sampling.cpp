@@ -20,7 +20,8 @@ bool higher(const TokenLogit& a, const TokenLogit& b) {
 
 void check_logit(float v, int64_t id) {
     if (std::isnan(v)) fail("sampler: logit of token ", id, " is NaN");
-    if (v == std::numeric_limits<float>::infinity()) fail("sampler: logit of token ", id, " is +inf");
+    if (v == std::numeric_limits<float>::infinity())
+        fail("sampler: logit of token ", id, " is +inf");
 }
 
 void check_vocab(int64_t n_vocab) {
@@ -38,9 +39,13 @@ float max_logit(const Candidates& c) {
 
 // Softmax numerator. Single-precision exp is plenty for sampling weights and several
 // times cheaper over 262k entries; sums are accumulated in double.
-double weight(float logit, float max) { return static_cast<double>(std::exp(logit - max)); }
+double weight(float logit, float max) {
+    return static_cast<double>(std::exp(logit - max));
+}
 
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
 
 }  // namespace
 
@@ -49,8 +54,10 @@ void validate(const SamplerParams& p) {
         fail("sampling: temperature ", p.temperature, " must be finite and >= 0");
     }
     if (p.top_k < 0) fail("sampling: top_k ", p.top_k, " must be >= 0 (0 = off)");
-    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) fail("sampling: top_p ", p.top_p, " must be in (0, 1]");
-    if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) fail("sampling: min_p ", p.min_p, " must be in [0, 1]");
+    if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
+        fail("sampling: top_p ", p.top_p, " must be in (0, 1]");
+    if (!(p.min_p >= 0.0f && p.min_p <= 1.0f))
+        fail("sampling: min_p ", p.min_p, " must be in [0, 1]");
     if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty)) {
         fail("sampling: repeat_penalty ", p.repeat_penalty, " must be finite and > 0");
     }
@@ -93,8 +100,8 @@ uint64_t Rng::next_u64() {
 
 void apply_penalties(float* logits, int64_t n_vocab, std::span<const int32_t> window,
                      const SamplerParams& p, std::vector<int32_t>& scratch) {
-    const bool active = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
-                        p.frequency_penalty != 0.0f;
+    const bool active =
+        p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
     if (!active || window.empty()) return;
     scratch.assign(window.begin(), window.end());
     std::sort(scratch.begin(), scratch.end());
@@ -299,9 +306,9 @@ void Sampler::reset() {
 int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
     check_vocab(n_vocab);
     const std::span<const int32_t> window = history();
-    const bool penalise = !window.empty() && (params_.repeat_penalty != 1.0f ||
-                                              params_.presence_penalty != 0.0f ||
-                                              params_.frequency_penalty != 0.0f);
+    const bool penalise =
+        !window.empty() && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                            params_.frequency_penalty != 0.0f);
     const float* src = logits;
     if (penalise || !params_.logit_bias.empty()) {
         work_.assign(logits, logits + n_vocab);  // reuses capacity after the first call

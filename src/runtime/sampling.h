@@ -22,14 +22,14 @@ namespace hf2q::runtime {
 // Request-level sampling parameters. Defaults switch every stage off except
 // temperature 1 (plain sampling from the softmax), as the OpenAI API does.
 struct SamplerParams {
-    float temperature = 1.0f;        // 0 = greedy argmax; must be >= 0 and finite
-    int32_t top_k = 0;               // keep the k highest logits; 0 = off
-    float top_p = 1.0f;              // nucleus mass in (0, 1]; 1 = off
-    float min_p = 0.0f;              // keep p >= min_p * p_max, in [0, 1]; 0 = off
-    float repeat_penalty = 1.0f;     // > 0; 1 = off; logit > 0 divided, <= 0 multiplied
-    float presence_penalty = 0.0f;   // subtracted once from every token seen in the window
-    float frequency_penalty = 0.0f;  // subtracted once per occurrence in the window
-    int32_t penalty_last_n = 64;     // window of accepted tokens for all penalties; -1 = all
+    float temperature = 1.0f;             // 0 = greedy argmax; must be >= 0 and finite
+    int32_t top_k = 0;                    // keep the k highest logits; 0 = off
+    float top_p = 1.0f;                   // nucleus mass in (0, 1]; 1 = off
+    float min_p = 0.0f;                   // keep p >= min_p * p_max, in [0, 1]; 0 = off
+    float repeat_penalty = 1.0f;          // > 0; 1 = off; logit > 0 divided, <= 0 multiplied
+    float presence_penalty = 0.0f;        // subtracted once from every token seen in the window
+    float frequency_penalty = 0.0f;       // subtracted once per occurrence in the window
+    int32_t penalty_last_n = 64;          // window of accepted tokens for all penalties; -1 = all
     std::map<int32_t, float> logit_bias;  // token id -> added bias; -inf bans the token
     uint64_t seed = 0;                    // PRNG seed (xoshiro256**, seeded by splitmix64)
 };
@@ -53,14 +53,14 @@ struct Candidates {
 // xoshiro256** (Blackman & Vigna), state expanded from the seed with splitmix64.
 // Fixed algorithm so the same seed gives the same tokens on every platform.
 class Rng {
-public:
+  public:
     explicit Rng(uint64_t seed = 0) { reseed(seed); }
     void reseed(uint64_t seed);
     uint64_t next_u64();
     // Uniform in [0, 1) from the top 53 bits.
     double next_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
-private:
+  private:
     uint64_t s_[4];
 };
 
@@ -111,7 +111,7 @@ int32_t sample_softmax(const Candidates& c, Rng& rng, std::vector<double>& weigh
 // Keeps the penalty history and all scratch buffers: after the first call with a given
 // n_vocab, sample() does not allocate. Not thread-safe; use one Sampler per sequence.
 class Sampler {
-public:
+  public:
     explicit Sampler(SamplerParams params);  // validates
 
     // Picks the next token from logits[0..n_vocab). Does not record it: call accept().
@@ -128,7 +128,7 @@ public:
     // Penalty window: the last min(penalty_last_n, accepted) tokens, oldest first.
     std::span<const int32_t> history() const;
 
-private:
+  private:
     SamplerParams params_;
     Rng rng_;
     // Accepted tokens, oldest first. With a finite window it is trimmed to the last
@@ -136,7 +136,7 @@ private:
     // and the window is always one contiguous span.
     std::vector<int32_t> history_;
     std::vector<int32_t> count_scratch_;
-    std::vector<float> work_;       // penalised/biased copy of the logits, [n_vocab]
+    std::vector<float> work_;  // penalised/biased copy of the logits, [n_vocab]
     Candidates candidates_;
     std::vector<double> weights_;
 };

@@ -9,9 +9,12 @@ namespace hf2q::runtime {
 
 const char* finish_reason_name(FinishReason reason) {
     switch (reason) {
-        case FinishReason::stop: return "stop";
-        case FinishReason::length: return "length";
-        case FinishReason::eog: return "eog";
+        case FinishReason::stop:
+            return "stop";
+        case FinishReason::length:
+            return "length";
+        case FinishReason::eog:
+            return "eog";
     }
     return "unknown";
 }
@@ -73,7 +76,8 @@ std::string StopMatcher::feed(std::string_view piece) {
         held_.clear();
         return out;
     }
-    const size_t keep = std::max(partial_match_suffix(held_, stops_), utf8_incomplete_suffix(held_));
+    const size_t keep =
+        std::max(partial_match_suffix(held_, stops_), utf8_incomplete_suffix(held_));
     std::string out = held_.substr(0, held_.size() - keep);
     held_.erase(0, held_.size() - keep);
     return out;
@@ -84,7 +88,8 @@ std::string StopMatcher::flush() {
 }
 
 std::string_view StopMatcher::matched() const {
-    return matched_ < 0 ? std::string_view() : std::string_view(stops_[static_cast<size_t>(matched_)]);
+    return matched_ < 0 ? std::string_view()
+                        : std::string_view(stops_[static_cast<size_t>(matched_)]);
 }
 
 }  // namespace hf2q::runtime

@@ -58,7 +58,7 @@ size_t utf8_incomplete_suffix(std::string_view text);
 // ending earliest; ties: the one starting earliest, then the one listed first), so the
 // result does not depend on how the text is split into pieces.
 class StopMatcher {
-public:
+  public:
     // Empty stop strings are invalid (hf2q::Error). No stop strings is fine.
     explicit StopMatcher(std::vector<std::string> stops = {});
 
@@ -73,10 +73,10 @@ public:
     std::string_view matched() const;
     const std::vector<std::string>& stops() const { return stops_; }
 
-private:
+  private:
     std::vector<std::string> stops_;
-    std::string held_;   // suffix not yet emitted
-    int matched_ = -1;   // index into stops_
+    std::string held_;  // suffix not yet emitted
+    int matched_ = -1;  // index into stops_
 };
 
 }  // namespace hf2q::runtime
