@@ -57,6 +57,7 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
         if (!n || *n > (1ull << 40)) fail("KV cache for layer ", il, " is too large; lower --ctx-size or --parallel");
         pools_[sz(il)].k = backend_->alloc_array<float>(*n);
         pools_[sz(il)].v = backend_->alloc_array<float>(*n);
+        pools_[sz(il)].n_blocks = blocks;
     }
     for (int64_t il = 0; il < c.n_layer; ++il) layer_kv_[sz(il)] = pools_[sz(c.kv_source[sz(il)])];
     forward_ = std::make_unique<gemma4::Forward>(c, weights_, *backend_, opts.n_ubatch);

@@ -8,6 +8,7 @@
 //   scores of the block's keys → block max bm; if bm > m: rescale l and acc by
 //   exp(m − bm), m = bm; then l += e_j, acc += e_j · v_j with e_j = exp(s_j − m).
 // Per worker memory: block_size scores + head_dim accumulator (its scratch).
+// An item reads only its own q row before writing its own out row, so out may alias q.
 // Block ids are validated before the parallel region (a bad id is a bug in the caller's
 // KV bookkeeping), so workers never throw.
 #include <algorithm>
@@ -46,7 +47,8 @@ void check_tables(const ops::AttentionParams& p) {
 
 // out = softmax(scale · q·Kᵀ) · V for one (token, head); scores: [block_size],
 // acc: [head_dim] scratch.
-void attend(const ops::AttentionParams& p, int64_t t, int64_t h, float* scores, float* acc) {
+HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h, float* scores,
+                            float* acc) {
     const int64_t d = p.head_dim;
     const int64_t kv_row = p.n_kv_heads * d;  // floats per cached position
     const int64_t kvh = h / (p.n_heads / p.n_kv_heads);
@@ -82,8 +84,7 @@ void attend(const ops::AttentionParams& p, int64_t t, int64_t h, float* scores, 
         for (int64_t j = j0; j < j1; ++j) {
             const float e = std::exp(scores[j - j0] - m);
             l += e;
-            const float* vj = v + (j - first) * kv_row;
-            for (int64_t i = 0; i < d; ++i) acc[i] += e * vj[i];
+            axpy_f32(acc, e, v + (j - first) * kv_row, d);
         }
     }
     float* out = p.out + (t * p.n_heads + h) * d;

@@ -52,6 +52,15 @@ void scale(Context& c, float* x, float s, int64_t n);
 void mul(Context& c, const float* a, const float* b, float* y, int64_t n);
 void softcap(Context& c, float* x, float cap, int64_t n);
 
+// Hot loops are compiled twice on x86-64, for AVX2 and for the baseline, and the loader
+// picks one per machine. Both clones do the same IEEE operations in the same order
+// (contraction is off project-wide, so no FMA), so they give the same bits.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HF2Q_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HF2Q_CPU_CLONES
+#endif
+
 // Eight f32 lanes; GCC/Clang lower this to whatever SIMD width the target has, with
 // the same IEEE results lane by lane. Kept out of function signatures (their ABI
 // depends on -mavx).
@@ -80,6 +89,21 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
     float s = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
     for (; i < n; ++i) s += a[i] * b[i];
     return s;
+}
+
+// y[i] += a · x[i], element by element (8 lanes at a time; the result per element does
+// not depend on the lane width).
+inline void axpy_f32(float* y, float a, const float* x, int64_t n) {
+    F8 vy, vx;
+    const F8 va = F8{} + a;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::memcpy(&vy, y + i, sizeof vy);
+        std::memcpy(&vx, x + i, sizeof vx);
+        vy += va * vx;
+        std::memcpy(y + i, &vy, sizeof vy);
+    }
+    for (; i < n; ++i) y[i] += a * x[i];
 }
 
 }  // namespace hf2q::cpu

@@ -11,6 +11,7 @@
 // the batch (a token gives the same output in prefill and in decode).
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "backends/cpu/cpu_ops.h"
 #include "core/error.h"
@@ -49,6 +50,17 @@ const float* decode_rows(const ops::WeightView& w, bool in_place, int64_t r0, in
     return scratch;
 }
 
+// y[t][r] = rows[r] · x[t] for a decoded tile of n_rows rows and every token; y points
+// at the tile's first output column.
+HF2Q_CPU_CLONES void dot_tile(const float* rows, int64_t n_rows, int64_t n_in, const float* x,
+                              int64_t xs, int64_t n_tok, float* y, int64_t ys) {
+    for (int64_t t = 0; t < n_tok; ++t) {
+        const float* xt = x + t * xs;
+        float* yt = y + t * ys;
+        for (int64_t r = 0; r < n_rows; ++r) yt[r] = dot_f32(rows + r * n_in, xt, n_in);
+    }
+}
+
 }  // namespace
 
 void matmul(Context& c, const ops::MatmulParams& p) {
@@ -69,11 +81,7 @@ void matmul(Context& c, const ops::MatmulParams& p) {
         for (int64_t r0 = o0; r0 < o1; r0 += tile) {
             const int64_t r1 = std::min(o1, r0 + tile);
             const float* rows = decode_rows(w, in_place, r0, r1, c.scratch.get(th));
-            for (int64_t t = 0; t < p.n_tokens; ++t) {
-                const float* xt = p.x + t * xs;
-                float* yt = p.y + t * ys;
-                for (int64_t r = r0; r < r1; ++r) yt[r] = dot_f32(rows + (r - r0) * n_in, xt, n_in);
-            }
+            dot_tile(rows, r1 - r0, n_in, p.x, xs, p.n_tokens, p.y + r0, ys);
         }
     });
 }

@@ -18,6 +18,7 @@ namespace hf2q::gemma4 {
 struct LayerKv {
     float* k = nullptr;
     float* v = nullptr;
+    int64_t n_blocks = 0;  // blocks in each pool (attention checks table entries)
 };
 
 // Attention groups: every sliding layer shares group kSlidingGroup's block tables,

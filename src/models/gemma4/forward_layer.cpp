@@ -96,6 +96,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     a.k_pool = src.k;
     a.v_pool = src.v;
     a.block_size = b.block_size;
+    a.n_blocks = src.n_blocks;
     a.pos = b.pos;
     a.tables = b.tables[group];
     a.table_len = b.table_len[group];

@@ -1,0 +1,238 @@
+// Paged attention against a double reference that gathers each token's keys through
+// its block table, builds the full masked score row and applies a plain softmax.
+//
+// Unused pool blocks and released (−1) blocks are filled with NaN, so reading any key
+// outside a token's [lo, p] range, or another sequence's block, shows up as NaN or as
+// a mismatch.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "ops_test_util.h"
+
+namespace hf2q::ops_test {
+namespace {
+
+struct Seq {
+    int64_t len;      // cached positions 0 .. len−1
+    int64_t queries;  // query tokens at positions len−queries .. len−1
+};
+
+struct Scenario {
+    int64_t n_heads, n_kv_heads, head_dim, block_size;
+    int32_t window;
+    std::vector<Seq> seqs;
+    float scale = 1.0f;
+};
+
+int64_t lo_of(int64_t p, int32_t window) {
+    return window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+}
+
+// A filled KV pool, per-sequence block tables and an interleaved batch of queries.
+struct KvSetup {
+    int64_t n_blocks = 0, kv_row = 0;
+    std::vector<float> k_pool, v_pool, q;
+    std::vector<std::vector<int32_t>> tables;  // per sequence
+    std::vector<int32_t> pos, table_len;
+    std::vector<const int32_t*> token_tables;
+    std::vector<size_t> token_seq;
+
+    ops::AttentionParams params(const Scenario& s, float* out) const {
+        ops::AttentionParams p;
+        p.q = q.data();
+        p.out = out;
+        p.n_tokens = int64_t(pos.size());
+        p.n_heads = s.n_heads;
+        p.n_kv_heads = s.n_kv_heads;
+        p.head_dim = s.head_dim;
+        p.k_pool = k_pool.data();
+        p.v_pool = v_pool.data();
+        p.block_size = s.block_size;
+        p.pos = pos.data();
+        p.tables = token_tables.data();
+        p.table_len = table_len.data();
+        p.window = s.window;
+        p.scale = s.scale;
+        p.n_blocks = n_blocks;
+        return p;
+    }
+};
+
+KvSetup build(const Scenario& s, uint32_t seed) {
+    KvSetup u;
+    const int64_t bs = s.block_size;
+    u.kv_row = s.n_kv_heads * s.head_dim;
+    for (const Seq& q : s.seqs) u.n_blocks += (q.len + bs - 1) / bs;
+    u.n_blocks += 3;  // spare blocks never referenced
+    std::vector<int32_t> phys(size_t(u.n_blocks));
+    std::iota(phys.begin(), phys.end(), 0);
+    std::mt19937 rng(seed);
+    std::shuffle(phys.begin(), phys.end(), rng);
+    const size_t pool_floats = size_t(u.n_blocks * bs * u.kv_row);
+    u.k_pool.assign(pool_floats, std::numeric_limits<float>::quiet_NaN());
+    u.v_pool = u.k_pool;
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    size_t next = 0;
+    for (const Seq& q : s.seqs) {
+        std::vector<int32_t> table(size_t((q.len + bs - 1) / bs));
+        for (auto& id : table) id = phys[next++];
+        for (int64_t j = 0; j < q.len; ++j) {
+            const size_t row = size_t((table[size_t(j / bs)] * bs + j % bs) * u.kv_row);
+            for (int64_t i = 0; i < u.kv_row; ++i) {
+                u.k_pool[row + size_t(i)] = nd(rng);
+                u.v_pool[row + size_t(i)] = nd(rng);
+            }
+        }
+        // Sliding layers release blocks wholly below every query's window: poison them
+        // (the physical block may be reused) and mark them −1.
+        const int64_t lo_min = lo_of(q.len - q.queries, s.window);
+        for (int64_t b = 0; (b + 1) * bs <= lo_min; ++b) {
+            const size_t first = size_t(table[size_t(b)] * bs * u.kv_row);
+            std::fill_n(u.k_pool.begin() + long(first), bs * u.kv_row,
+                        std::numeric_limits<float>::quiet_NaN());
+            std::fill_n(u.v_pool.begin() + long(first), bs * u.kv_row,
+                        std::numeric_limits<float>::quiet_NaN());
+            table[size_t(b)] = -1;
+        }
+        u.tables.push_back(std::move(table));
+    }
+    // Interleave the sequences' query tokens round-robin.
+    int64_t max_q = 0;
+    for (const Seq& q : s.seqs) max_q = std::max(max_q, q.queries);
+    for (int64_t i = 0; i < max_q; ++i)
+        for (size_t si = 0; si < s.seqs.size(); ++si) {
+            if (i >= s.seqs[si].queries) continue;
+            u.pos.push_back(int32_t(s.seqs[si].len - s.seqs[si].queries + i));
+            u.token_tables.push_back(u.tables[si].data());
+            u.table_len.push_back(int32_t(u.tables[si].size()));
+            u.token_seq.push_back(si);
+        }
+    // q scaled so scores have a spread of a few units, like QK-normed Gemma heads.
+    u.q = randn(u.pos.size() * size_t(s.n_heads * s.head_dim), seed + 1,
+                2.0f / std::sqrt(float(s.head_dim)));
+    return u;
+}
+
+std::vector<double> reference(const Scenario& s, const KvSetup& u) {
+    const int64_t d = s.head_dim, group = s.n_heads / s.n_kv_heads;
+    std::vector<double> out(u.q.size());
+    for (size_t t = 0; t < u.pos.size(); ++t) {
+        const int64_t p = u.pos[t];
+        const auto& table = u.tables[u.token_seq[t]];
+        for (int64_t h = 0; h < s.n_heads; ++h) {
+            const float* q = u.q.data() + (int64_t(t) * s.n_heads + h) * d;
+            auto key_row = [&](int64_t j) {
+                return size_t((table[size_t(j / s.block_size)] * s.block_size + j % s.block_size) *
+                                  u.kv_row +
+                              (h / group) * d);
+            };
+            // Full score row over 0..p with the mask applied as −inf.
+            std::vector<double> sc(size_t(p + 1), -INFINITY);
+            double mx = -INFINITY;
+            for (int64_t j = lo_of(p, s.window); j <= p; ++j) {
+                const float* k = u.k_pool.data() + key_row(j);
+                double dot = 0.0;
+                for (int64_t i = 0; i < d; ++i) dot += double(q[i]) * k[i];
+                sc[size_t(j)] = s.scale * dot;
+                mx = std::max(mx, sc[size_t(j)]);
+            }
+            double sum = 0.0;
+            for (auto& v : sc) sum += (v = std::exp(v - mx));
+            double* o = out.data() + (int64_t(t) * s.n_heads + h) * d;
+            for (int64_t j = 0; j <= p; ++j) {
+                if (sc[size_t(j)] == 0.0) continue;  // masked
+                const float* v = u.v_pool.data() + key_row(j);
+                for (int64_t i = 0; i < d; ++i) o[i] += sc[size_t(j)] / sum * v[i];
+            }
+        }
+    }
+    return out;
+}
+
+double worst_attention_err = 0.0;
+
+void run_and_check(const Scenario& s, uint32_t seed) {
+    const KvSetup u = build(s, seed);
+    auto got = run_both(std::vector<float>(u.q.size(), 0.0f),
+                        [&](ops::Backend& be, float* out) { be.attention(u.params(s, out)); });
+    const double err = rel_err_rows(got, reference(s, u), size_t(s.head_dim));
+    worst_attention_err = std::max(worst_attention_err, err);
+    EXPECT_LT(err, 1e-5) << "d=" << s.head_dim << " heads=" << s.n_heads << "/" << s.n_kv_heads
+                         << " bs=" << s.block_size << " window=" << s.window;
+}
+
+TEST(Attention, GridOverHeadDimGqaWindowBlockSize) {
+    const std::vector<Seq> batch = {{37, 5}, {1, 1}, {20, 20}, {33, 2}};
+    uint32_t seed = 1;
+    for (int64_t d : {64, 256, 512})
+        for (int64_t group : {1, 2, 8})
+            for (int64_t bs : {1, 16})
+                for (int32_t window : {0, 5, 16, 1000}) {
+                    const int64_t n_kv = group == 8 ? 1 : 2;
+                    run_and_check(Scenario{n_kv * group, n_kv, d, bs, window, batch}, seed++);
+                }
+    std::printf("worst relative error vs double: %.3g\n", worst_attention_err);
+}
+
+TEST(Attention, SingleTokenDecode) {
+    for (int32_t window : {0, 7})
+        for (int64_t bs : {1, 16}) run_and_check(Scenario{8, 2, 256, bs, window, {{61, 1}}}, 5);
+}
+
+TEST(Attention, NonUnitScale) {
+    run_and_check(Scenario{4, 4, 64, 16, 0, {{40, 3}, {9, 2}}, 0.125f}, 6);
+}
+
+TEST(Attention, OutMayAliasQ) {
+    const Scenario s{8, 2, 128, 16, 0, {{30, 4}, {17, 3}}};
+    KvSetup u = build(s, 10);
+    std::vector<float> out(u.q.size());
+    backends().three->attention(u.params(s, out.data()));
+    std::vector<float> in_place = u.q;
+    ops::AttentionParams p = u.params(s, in_place.data());
+    p.q = in_place.data();
+    backends().three->attention(p);
+    EXPECT_TRUE(bitwise_equal(in_place, out));
+}
+
+TEST(Attention, ZeroTokensIsNoop) {
+    std::vector<float> out(8, 2.0f);
+    ops::AttentionParams p;
+    p.out = out.data();
+    p.n_heads = 1;
+    p.n_kv_heads = 1;
+    p.head_dim = 8;
+    p.block_size = 16;
+    backends().three->attention(p);
+    for (float v : out) EXPECT_EQ(v, 2.0f);
+}
+
+TEST(Attention, MissingBlocksAreErrors) {
+    const Scenario s{2, 1, 64, 4, 6, {{23, 2}}};
+    KvSetup u = build(s, 9);
+    std::vector<float> out(u.q.size());
+    auto& table = u.tables[0];
+    EXPECT_EQ(table[3], -1);  // released below both windows: fine
+    EXPECT_NO_THROW(backends().one->attention(u.params(s, out.data())));
+    // A released block inside the window.
+    const int32_t saved = table[4];
+    table[4] = -1;
+    EXPECT_THROW(backends().three->attention(u.params(s, out.data())), Error);
+    table[4] = saved;
+    // A table too short for the query position.
+    u.table_len[1] = 5;
+    EXPECT_THROW(backends().three->attention(u.params(s, out.data())), Error);
+    u.table_len[1] = int32_t(table.size());
+    // A physical id beyond the pool.
+    table[5] = int32_t(u.n_blocks);
+    EXPECT_THROW(backends().three->attention(u.params(s, out.data())), Error);
+}
+
+}  // namespace
+}  // namespace hf2q::ops_test

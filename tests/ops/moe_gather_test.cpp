@@ -1,0 +1,203 @@
+// MoE routing and the row-movement ops (gather, scatter-add, KV store, block copy).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "core/error.h"
+#include "ops_test_util.h"
+
+namespace hf2q::ops_test {
+namespace {
+
+struct Route {
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+};
+
+Route run_route(const std::vector<float>& logits, const float* expert_scale, int64_t n_tok,
+                int64_t n_exp, int64_t k) {
+    Route r[2];
+    ops::Backend* bes[2] = {backends().one.get(), backends().three.get()};
+    for (int i = 0; i < 2; ++i) {
+        r[i].ids.assign(size_t(n_tok * k), -5);
+        r[i].weights.assign(size_t(n_tok * k), -5.0f);
+        ops::MoeRouteParams p;
+        p.logits = logits.data();
+        p.expert_scale = expert_scale;
+        p.ids = r[i].ids.data();
+        p.weights = r[i].weights.data();
+        p.n_tokens = n_tok;
+        p.n_experts = n_exp;
+        p.k = k;
+        bes[i]->moe_route(p);
+    }
+    EXPECT_EQ(r[0].ids, r[1].ids);
+    EXPECT_TRUE(bitwise_equal(r[0].weights, r[1].weights));
+    return r[0];
+}
+
+// Reference: double softmax, stable sort by (prob desc, index asc), renormalise, scale.
+void check_route(const std::vector<float>& logits, const float* es, int64_t n_tok, int64_t n_exp,
+                 int64_t k, const Route& got) {
+    for (int64_t t = 0; t < n_tok; ++t) {
+        const float* x = logits.data() + t * n_exp;
+        const double mx = *std::max_element(x, x + n_exp);
+        std::vector<double> pr(static_cast<size_t>(n_exp));
+        double sum = 0.0;
+        for (int64_t e = 0; e < n_exp; ++e) sum += (pr[size_t(e)] = std::exp(x[e] - mx));
+        for (auto& v : pr) v /= sum;
+        std::vector<int32_t> order(static_cast<size_t>(n_exp));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return pr[size_t(a)] > pr[size_t(b)]; });
+        double top = 0.0;
+        for (int64_t i = 0; i < k; ++i) top += pr[size_t(order[size_t(i)])];
+        for (int64_t i = 0; i < k; ++i) {
+            const int32_t id = order[size_t(i)];
+            ASSERT_EQ(got.ids[size_t(t * k + i)], id) << "token " << t << " rank " << i;
+            const double w = pr[size_t(id)] / top * (es ? es[id] : 1.0);
+            EXPECT_NEAR(got.weights[size_t(t * k + i)], w, 1e-6 * std::abs(w) + 1e-12);
+        }
+    }
+}
+
+TEST(MoeRoute, Top8Of128WithAndWithoutScale) {
+    for (int64_t n_tok : {1, 5, 40}) {
+        const auto logits = randn(size_t(n_tok * 128), uint32_t(n_tok), 3.0f);
+        const auto es = randn(128, 77);
+        check_route(logits, nullptr, n_tok, 128, 8, run_route(logits, nullptr, n_tok, 128, 8));
+        check_route(logits, es.data(), n_tok, 128, 8, run_route(logits, es.data(), n_tok, 128, 8));
+    }
+}
+
+TEST(MoeRoute, TiesPickLowerIndexAndKEqualsExperts) {
+    // Integer logits with many exact ties.
+    std::vector<float> logits = {1, 3, 3, 0, 3, 1, 2, 2};
+    Route r = run_route(logits, nullptr, 1, 8, 4);
+    EXPECT_EQ(r.ids, (std::vector<int32_t>{1, 2, 4, 6}));
+    check_route(logits, nullptr, 1, 8, 4, r);
+    r = run_route(logits, nullptr, 1, 8, 8);
+    EXPECT_EQ(r.ids, (std::vector<int32_t>{1, 2, 4, 6, 7, 0, 5, 3}));
+    double s = 0.0;
+    for (float w : r.weights) s += w;
+    EXPECT_NEAR(s, 1.0, 1e-6);
+}
+
+TEST(MoeRoute, ZeroTokensIsNoop) {
+    ops::MoeRouteParams p;
+    p.n_experts = 8;
+    p.k = 2;
+    backends().three->moe_route(p);  // nullptr buffers, nothing touched
+}
+
+TEST(Gather, GatherRowsAndScatterAddInOrder) {
+    const int64_t n = 300, n_src = 6;
+    const auto src = randn(size_t(n_src * n), 1);
+    const std::vector<int32_t> rows = {5, 0, 5, 2, 3};
+    auto g =
+        run_both(std::vector<float>(rows.size() * size_t(n)), [&](ops::Backend& be, float* dst) {
+            ops::GatherRowsParams p;
+            p.src = src.data();
+            p.dst = dst;
+            p.rows = rows.data();
+            p.n_rows = int64_t(rows.size());
+            p.n = n;
+            be.gather_rows(p);
+        });
+    for (size_t i = 0; i < rows.size(); ++i)
+        for (int64_t j = 0; j < n; ++j)
+            ASSERT_EQ(g[i * size_t(n) + size_t(j)], src[size_t(rows[i] * n + j)]);
+
+    // Scatter back with repeated destination rows: the result must equal adding in
+    // increasing i in f32, bit for bit.
+    const std::vector<float> w = {0.5f, -1.25f, 3.0f, 0.125f, 2.0f};
+    const auto base = randn(size_t(n_src * n), 2);
+    auto got = run_both(base, [&](ops::Backend& be, float* dst) {
+        ops::ScatterAddParams p;
+        p.src = g.data();
+        p.dst = dst;
+        p.rows = rows.data();
+        p.weights = w.data();
+        p.n_rows = int64_t(rows.size());
+        p.n = n;
+        be.scatter_add(p);
+    });
+    std::vector<float> ref = base;
+    for (size_t i = 0; i < rows.size(); ++i)
+        for (int64_t j = 0; j < n; ++j)
+            ref[size_t(rows[i] * n + j)] += w[i] * g[i * size_t(n) + size_t(j)];
+    EXPECT_TRUE(bitwise_equal(got, ref));
+}
+
+TEST(Gather, KvStoreAndCopyBlocks) {
+    const int64_t row = 12, bs = 4, n_blocks = 5;
+    const std::vector<int32_t> table_a = {3, 1}, table_b = {0};
+    const int32_t* tables[] = {table_a.data(), table_b.data(), table_a.data()};
+    const std::vector<int32_t> pos = {5, 2, 0};
+    const auto k = randn(size_t(3 * row), 3), v = randn(size_t(3 * row), 4);
+    std::vector<float> k_pool(size_t(n_blocks * bs * row), 0.0f), v_pool = k_pool;
+    ops::KvStoreParams p;
+    p.k = k.data();
+    p.v = v.data();
+    p.k_pool = k_pool.data();
+    p.v_pool = v_pool.data();
+    p.row = row;
+    p.block_size = bs;
+    p.pos = pos.data();
+    p.tables = tables;
+    p.n_tokens = 3;
+    backends().three->kv_store(p);
+    const int64_t slots[] = {1 * bs + 1, 0 * bs + 2, 3 * bs + 0};
+    for (int t = 0; t < 3; ++t)
+        for (int64_t i = 0; i < row; ++i) {
+            ASSERT_EQ(k_pool[size_t(slots[t] * row + i)], k[size_t(t * row + i)]);
+            ASSERT_EQ(v_pool[size_t(slots[t] * row + i)], v[size_t(t * row + i)]);
+        }
+    const std::vector<int32_t> released = {-1, 1};
+    tables[2] = released.data();
+    EXPECT_THROW(backends().one->kv_store(p), Error);
+
+    const std::vector<int32_t> src = {1, 3}, dst = {4, 2};
+    auto copied = run_both(k_pool, [&](ops::Backend& be, float* pool) {
+        ops::CopyBlocksParams c;
+        c.pool = pool;
+        c.block_floats = bs * row;
+        c.src = src.data();
+        c.dst = dst.data();
+        c.n = 2;
+        be.copy_blocks(c);
+    });
+    for (size_t i = 0; i < src.size(); ++i)
+        for (int64_t j = 0; j < bs * row; ++j)
+            ASSERT_EQ(copied[size_t(dst[i] * bs * row + j)], k_pool[size_t(src[i] * bs * row + j)]);
+}
+
+TEST(ZeroSized, CallsWithNothingToDoTouchNothing) {
+    // Every pointer is null: any access would crash under the sanitizers.
+    for (ops::Backend* be : {backends().one.get(), backends().three.get()}) {
+        ops::GegluParams g;
+        g.n = 4;
+        be->geglu(g);
+        ops::GetRowsParams r;
+        be->get_rows(r);
+        ops::GatherRowsParams gr;
+        gr.n = 4;
+        be->gather_rows(gr);
+        ops::ScatterAddParams sa;
+        sa.n = 4;
+        be->scatter_add(sa);
+        ops::KvStoreParams kv;
+        kv.row = 4;
+        kv.block_size = 16;
+        be->kv_store(kv);
+        ops::CopyBlocksParams cb;
+        cb.block_floats = 64;
+        be->copy_blocks(cb);
+        be->add(nullptr, nullptr, nullptr, 0);
+        be->softcap(nullptr, 30.0f, 0);
+    }
+}
+
+}  // namespace
+}  // namespace hf2q::ops_test

@@ -1,0 +1,143 @@
+// RMSNorm and RoPE against double-precision references.
+#include <cmath>
+#include <vector>
+
+#include "ops_test_util.h"
+
+namespace hf2q::ops_test {
+namespace {
+
+// y = [add +] x / sqrt(mean(x²) + eps) [· w], all in double.
+std::vector<double> ref_rms_norm(const std::vector<float>& x, const float* w, const float* add,
+                                 int64_t rows, int64_t n, double eps) {
+    std::vector<double> y(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
+        const double inv = 1.0 / std::sqrt(ss / double(n) + eps);
+        for (int64_t i = 0; i < n; ++i) {
+            double v = x[r * n + i] * inv * (w ? double(w[i]) : 1.0);
+            y[r * n + i] = add ? add[r * n + i] + v : v;
+        }
+    }
+    return y;
+}
+
+TEST(RmsNorm, MatchesReferenceAllVariants) {
+    for (int64_t n : {1, 7, 256, 2816}) {
+        for (int64_t rows : {1, 5, 64}) {
+            const auto x = randn(size_t(rows * n), uint32_t(n + rows), 3.0f);
+            const auto w = randn(size_t(n), 7);
+            const auto res = randn(size_t(rows * n), 8);
+            for (int variant = 0; variant < 4; ++variant) {
+                const bool use_w = variant & 1, use_add = variant & 2;
+                // y aliases x (or add_to when fused): the documented in-place uses.
+                std::vector<float> buf = use_add ? res : x;
+                auto got = run_both(buf, [&](ops::Backend& be, float* y) {
+                    ops::RmsNormParams p;
+                    p.x = use_add ? x.data() : y;
+                    p.w = use_w ? w.data() : nullptr;
+                    p.add_to = use_add ? y : nullptr;
+                    p.y = y;
+                    p.rows = rows;
+                    p.n = n;
+                    be.rms_norm(p);
+                });
+                auto ref = ref_rms_norm(x, use_w ? w.data() : nullptr,
+                                        use_add ? res.data() : nullptr, rows, n, 1e-6);
+                // Whole-buffer scale: with n = 1 a fused residual add can cancel.
+                EXPECT_LT(rel_err_rows(got, ref, got.size()), 1e-6)
+                    << "n=" << n << " rows=" << rows << " variant=" << variant;
+            }
+        }
+    }
+}
+
+TEST(RmsNorm, EpsMattersAndZeroRowsIsNoop) {
+    std::vector<float> x(16, 0.0f), y(16, 5.0f);
+    ops::RmsNormParams p;
+    p.x = x.data();
+    p.y = y.data();
+    p.rows = 1;
+    p.n = 16;
+    backends().three->rms_norm(p);
+    for (float v : y) EXPECT_EQ(v, 0.0f);  // zero row stays zero thanks to eps
+    x.assign(16, 1e-4f);
+    p.eps = 1e-6f;
+    backends().one->rms_norm(p);
+    // 1e-4 / sqrt(1e-8 + 1e-6) = 0.0995...
+    EXPECT_NEAR(y[0], 1e-4 / std::sqrt(1e-8 + 1e-6), 1e-6);
+    std::vector<float> untouched(16, 3.0f);
+    p.y = untouched.data();
+    p.rows = 0;
+    backends().three->rms_norm(p);
+    for (float v : untouched) EXPECT_EQ(v, 3.0f);
+}
+
+// Gemma 4 style inverse frequencies: θ^(−2i/d) for the first `rotating` pairs, 0 after.
+std::vector<float> inv_freqs(int64_t d, double theta, int64_t rotating) {
+    std::vector<float> f(size_t(d / 2), 0.0f);
+    for (int64_t i = 0; i < rotating; ++i) f[size_t(i)] = float(std::pow(theta, -2.0 * i / d));
+    return f;
+}
+
+TEST(Rope, NeoxPairsAndProportionalPassThrough) {
+    struct Case {
+        int64_t d;
+        double theta;
+        int64_t rotating;
+    };
+    for (Case cs : {Case{64, 1e4, 32}, Case{256, 1e4, 128}, Case{512, 1e6, 64}}) {
+        for (int64_t n_tokens : {1, 3, 33}) {
+            const int64_t n_heads = 3, d = cs.d, half = d / 2;
+            const auto x = randn(size_t(n_tokens * n_heads * d), uint32_t(d + n_tokens));
+            const auto f = inv_freqs(d, cs.theta, cs.rotating);
+            std::vector<int32_t> pos(static_cast<size_t>(n_tokens));
+            for (int64_t t = 0; t < n_tokens; ++t) pos[size_t(t)] = int32_t(t * 7919 % 131072);
+            auto got = run_both(x, [&](ops::Backend& be, float* buf) {
+                ops::RopeParams p;
+                p.x = buf;
+                p.pos = pos.data();
+                p.inv_freq = f.data();
+                p.n_tokens = n_tokens;
+                p.n_heads = n_heads;
+                p.head_dim = d;
+                be.rope(p);
+            });
+            std::vector<double> ref(x.size());
+            for (int64_t t = 0; t < n_tokens; ++t)
+                for (int64_t h = 0; h < n_heads; ++h)
+                    for (int64_t k = 0; k < half; ++k) {
+                        const size_t i = size_t((t * n_heads + h) * d + k);
+                        // The angle is defined in f32; cos/sin of that f32 angle in double.
+                        const double a = float(pos[size_t(t)]) * f[size_t(k)];
+                        ref[i] = x[i] * std::cos(a) - x[i + size_t(half)] * std::sin(a);
+                        ref[i + size_t(half)] =
+                            x[i + size_t(half)] * std::cos(a) + x[i] * std::sin(a);
+                    }
+            EXPECT_LT(rel_err_rows(got, ref, size_t(d)), 1e-6) << "d=" << d << " T=" << n_tokens;
+            // Non-rotating pairs (inv_freq 0) are copied exactly.
+            for (int64_t t = 0; t < n_tokens; ++t)
+                for (int64_t k = cs.rotating; k < half; ++k) {
+                    const size_t i = size_t(t * n_heads * d + k);
+                    EXPECT_EQ(got[i], x[i]);
+                    EXPECT_EQ(got[i + size_t(half)], x[i + size_t(half)]);
+                }
+        }
+    }
+}
+
+TEST(Rope, ZeroTokensIsNoop) {
+    std::vector<float> x(64, 1.0f);
+    const auto f = inv_freqs(64, 1e4, 32);
+    ops::RopeParams p;
+    p.x = x.data();
+    p.inv_freq = f.data();
+    p.n_heads = 1;
+    p.head_dim = 64;
+    backends().three->rope(p);
+    for (float v : x) EXPECT_EQ(v, 1.0f);
+}
+
+}  // namespace
+}  // namespace hf2q::ops_test
