@@ -29,10 +29,10 @@ size_t utf8_complete_prefix(std::string_view s) {
 }
 
 Detokenizer::Detokenizer(const Tokenizer& tok, bool show_special)
-    : tok_(&tok), show_special_(show_special) {}
+    : tok_(tok), show_special_(show_special) {}
 
 std::string Detokenizer::push(TokenId id) {
-    pending_ += tok_->token_to_piece(id, show_special_);
+    pending_ += tok_.token_to_piece(id, show_special_);
     const size_t k = utf8_complete_prefix(pending_);
     std::string out = pending_.substr(0, k);
     pending_.erase(0, k);

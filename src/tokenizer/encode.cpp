@@ -5,7 +5,9 @@
 //   clean UTF-8 --split [^\n]+ | [\n]+--> words
 //   word --BPE by merge rank (leftmost on ties)--> symbols --> token or <0xHH> per byte
 #include <algorithm>
+#include <cstdint>
 
+#include "core/error.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace hf2q::tokenizer {
@@ -140,7 +142,7 @@ struct Symbol {
 struct Bigram {
     int32_t rank, left, right;
     int32_t result;  // symbol id of the merged text
-    uint32_t len;  // left.len + right.len when queued; a mismatch means it is stale
+    uint32_t len;    // left.len + right.len when queued; a mismatch means it is stale
 };
 
 struct BigramOrder {
@@ -158,7 +160,7 @@ struct Workspace {
 };
 
 class WordEncoder {
-public:
+  public:
     WordEncoder(const Tokenizer::Impl& im, Workspace& ws, std::vector<TokenId>& out)
         : im_(im), ws_(ws), out_(out) {}
 
@@ -176,7 +178,7 @@ public:
         emit(word);
     }
 
-private:
+  private:
     void split_symbols(std::string_view word) {
         auto& syms = ws_.symbols;
         syms.clear();
@@ -185,31 +187,32 @@ private:
             size_t len = std::min(word.size() - off, utf8_len(c));
             int32_t id = c < 0x80 ? im_.ascii_symbol[c] : im_.find_symbol(word.substr(off, len));
             int32_t idx = static_cast<int32_t>(syms.size());
-            syms.push_back({static_cast<uint32_t>(off), static_cast<uint32_t>(len), id, idx - 1,
-                            idx + 1});
+            syms.push_back(
+                {static_cast<uint32_t>(off), static_cast<uint32_t>(len), id, idx - 1, idx + 1});
             off += len;
         }
         if (!syms.empty()) syms.back().next = -1;
     }
 
-    void try_add(int32_t left, int32_t right) {
+    // Queues the pair (left, right) if it has a merge; `heapify` = false only while the
+    // initial pairs are collected (one make_heap afterwards is O(n)).
+    void try_add(int32_t left, int32_t right, bool heapify = true) {
         if (left < 0 || right < 0) return;
         const Symbol& l = ws_.symbols[left];
         const Symbol& r = ws_.symbols[right];
         if (l.id < 0 || r.id < 0) return;
-        uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l.id)) << 32) |
-                       static_cast<uint32_t>(r.id);
-        auto it = im_.merges.find(key);
-        if (it == im_.merges.end()) return;
-        ws_.heap.push_back({it->second.rank, left, right, it->second.result, l.len + r.len});
-        std::push_heap(ws_.heap.begin(), ws_.heap.end(), BigramOrder{});
+        const Merge* m = im_.merges.find(MergeTable::key(l.id, r.id));
+        if (!m) return;
+        ws_.heap.push_back({m->rank, left, right, m->result, l.len + r.len});
+        if (heapify) std::push_heap(ws_.heap.begin(), ws_.heap.end(), BigramOrder{});
     }
 
     void merge() {
         auto& syms = ws_.symbols;
         auto& heap = ws_.heap;
         heap.clear();
-        for (int32_t i = 1; i < static_cast<int32_t>(syms.size()); ++i) try_add(i - 1, i);
+        for (int32_t i = 1; i < static_cast<int32_t>(syms.size()); ++i) try_add(i - 1, i, false);
+        std::make_heap(heap.begin(), heap.end(), BigramOrder{});
         while (!heap.empty()) {
             std::pop_heap(heap.begin(), heap.end(), BigramOrder{});
             const Bigram bg = heap.back();
@@ -251,6 +254,10 @@ void encode_raw(const Tokenizer::Impl& im, std::string_view raw, Workspace& ws,
                 std::vector<TokenId>& out) {
     clean_text(raw, ws.clean);
     std::string_view s = ws.clean;
+    // Symbols index bytes and each other with 32-bit fields.
+    if (s.size() >= static_cast<size_t>(INT32_MAX)) {
+        fail("tokenizer: text of ", raw.size(), " bytes is too long to tokenize (limit 2 GiB)");
+    }
     WordEncoder enc(im, ws, out);
     size_t i = 0;
     while (i < s.size()) {

@@ -15,13 +15,20 @@ constexpr std::string_view kSpaceEscape = "\xE2\x96\x81";  // U+2581
 
 uint32_t attr_from_type(int32_t type) {
     switch (static_cast<TokenType>(type)) {
-        case TokenType::UNDEFINED: return 0;
-        case TokenType::NORMAL: return kAttrNormal;
-        case TokenType::UNKNOWN: return kAttrUnknown;
-        case TokenType::CONTROL: return kAttrControl;
-        case TokenType::USER_DEFINED: return kAttrUserDefined;
-        case TokenType::UNUSED: return kAttrUnused;
-        case TokenType::BYTE: return kAttrByte;
+        case TokenType::UNDEFINED:
+            return 0;
+        case TokenType::NORMAL:
+            return kAttrNormal;
+        case TokenType::UNKNOWN:
+            return kAttrUnknown;
+        case TokenType::CONTROL:
+            return kAttrControl;
+        case TokenType::USER_DEFINED:
+            return kAttrUserDefined;
+        case TokenType::UNUSED:
+            return kAttrUnused;
+        case TokenType::BYTE:
+            return kAttrByte;
     }
     return 0;  // values outside the enum: UNDEFINED, as llama.cpp does
 }
@@ -67,27 +74,48 @@ void build_tokens(Tokenizer::Impl& im) {
              " entries, fewer than the ", n, " tokens");
     }
     im.attr.assign(n, kAttrNormal);
-    im.symbol_ids.reserve(static_cast<size_t>(n) * 2);
+    im.symbols.reserve(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
         std::string& t = v.tokens[i];
         if (t.empty()) t = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp
         if (!v.token_types.empty()) im.attr[i] = attr_from_type(v.token_types[i]);
-        auto [it, inserted] = im.symbol_ids.emplace(std::string_view(t), i);
-        if (!inserted) {
-            fail("tokenizer: duplicate token '", t, "' in tokenizer.ggml.tokens (ids ",
-                 it->second, " and ", i, ")");
+        const int32_t prev = im.symbols.find(t);
+        if (prev >= 0) {
+            fail("tokenizer: duplicate token '", t, "' in tokenizer.ggml.tokens (ids ", prev,
+                 " and ", i, ")");
         }
+        im.symbols.add(t);  // id == i
     }
 }
 
 // End-of-generation set and the attribute fix-ups llama.cpp applies with it.
 void build_eog(Tokenizer::Impl& im) {
     static constexpr std::string_view kEogTexts[] = {
-        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>",
-        "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
-        "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
-        "<turn|>", "<|tool_response>", "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81"
-        "sentence\xEF\xBD\x9C>", "[e~[",
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<|return|>",
+        "<|call|>",
+        "<|flush|>",
+        "<|calls|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "</s>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "[EOT]",
+        "[EOS]",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+        "<eos>",
+        "<turn|>",
+        "<|tool_response>",
+        "<\xEF\xBD\x9C"
+        "end\xE2\x96\x81"
+        "of\xE2\x96\x81"
+        "sentence\xEF\xBD\x9C>",
+        "[e~[",
     };
     im.eog.assign(im.n_tokens(), 0);
     for (std::string_view t : kEogTexts) {
@@ -115,10 +143,9 @@ void build_special_list(Tokenizer::Impl& im) {
             im.special_tokens.push_back(id);
         }
     }
-    std::stable_sort(im.special_tokens.begin(), im.special_tokens.end(),
-                     [&](TokenId a, TokenId b) {
-                         return im.vocab.tokens[a].size() > im.vocab.tokens[b].size();
-                     });
+    std::stable_sort(im.special_tokens.begin(), im.special_tokens.end(), [&](TokenId a, TokenId b) {
+        return im.vocab.tokens[a].size() > im.vocab.tokens[b].size();
+    });
 }
 
 void build_merges(Tokenizer::Impl& im) {
@@ -144,9 +171,7 @@ void build_merges(Tokenizer::Impl& im) {
         joined.assign(left);
         joined.append(right);
         int32_t res = im.intern_symbol(joined);
-        uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) |
-                       static_cast<uint32_t>(r);
-        im.merges.emplace(key, Merge{static_cast<int32_t>(i), res});  // first rank wins
+        im.merges.insert(MergeTable::key(l, r), Merge{static_cast<int32_t>(i), res});
     }
 }
 
@@ -173,9 +198,7 @@ int32_t Tokenizer::Impl::intern_symbol(std::string_view s) {
         fail("tokenizer: too many merge symbols");
     }
     extra_symbols.emplace_back(s);
-    id = n_tokens() + static_cast<int32_t>(extra_symbols.size() - 1);
-    symbol_ids.emplace(std::string_view(extra_symbols.back()), id);
-    return id;
+    return symbols.add(extra_symbols.back());  // ids continue after the tokens
 }
 
 Tokenizer::Tokenizer(VocabData vocab) {
@@ -197,12 +220,14 @@ Tokenizer::Tokenizer(VocabData vocab) {
     check_special_id(v.eot_id, n, "tokenizer.ggml.eot_token_id");
     im->vocab.add_bos = true;  // llama.cpp forces BOS for gemma4
     if (v.bos_id == kNoToken) {
-        fail("tokenizer: tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id "
-             "is not set");
+        fail(
+            "tokenizer: tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id "
+            "is not set");
     }
     if (v.add_eos && v.eos_id == kNoToken) {
-        fail("tokenizer: tokenizer.ggml.add_eos_token is true, but tokenizer.ggml.eos_token_id "
-             "is not set");
+        fail(
+            "tokenizer: tokenizer.ggml.add_eos_token is true, but tokenizer.ggml.eos_token_id "
+            "is not set");
     }
     build_tokens(*im);
     build_eog(*im);
@@ -246,7 +271,9 @@ std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool special) con
     return s;
 }
 
-int32_t Tokenizer::n_tokens() const { return impl_->n_tokens(); }
+int32_t Tokenizer::n_tokens() const {
+    return impl_->n_tokens();
+}
 
 const std::string& Tokenizer::token_text(TokenId id) const {
     check_id(id);
@@ -282,14 +309,32 @@ std::optional<TokenId> Tokenizer::find_token(std::string_view text) const {
     return id;
 }
 
-TokenId Tokenizer::bos_id() const { return impl_->vocab.bos_id; }
-TokenId Tokenizer::eos_id() const { return impl_->vocab.eos_id; }
-TokenId Tokenizer::unk_id() const { return impl_->vocab.unk_id; }
-TokenId Tokenizer::pad_id() const { return impl_->vocab.pad_id; }
-TokenId Tokenizer::eot_id() const { return impl_->vocab.eot_id; }
-bool Tokenizer::add_bos() const { return impl_->vocab.add_bos; }
-bool Tokenizer::add_eos() const { return impl_->vocab.add_eos; }
-const std::string& Tokenizer::model() const { return impl_->vocab.model; }
-const std::string& Tokenizer::chat_template() const { return impl_->vocab.chat_template; }
+TokenId Tokenizer::bos_id() const {
+    return impl_->vocab.bos_id;
+}
+TokenId Tokenizer::eos_id() const {
+    return impl_->vocab.eos_id;
+}
+TokenId Tokenizer::unk_id() const {
+    return impl_->vocab.unk_id;
+}
+TokenId Tokenizer::pad_id() const {
+    return impl_->vocab.pad_id;
+}
+TokenId Tokenizer::eot_id() const {
+    return impl_->vocab.eot_id;
+}
+bool Tokenizer::add_bos() const {
+    return impl_->vocab.add_bos;
+}
+bool Tokenizer::add_eos() const {
+    return impl_->vocab.add_eos;
+}
+const std::string& Tokenizer::model() const {
+    return impl_->vocab.model;
+}
+const std::string& Tokenizer::chat_template() const {
+    return impl_->vocab.chat_template;
+}
 
 }  // namespace hf2q::tokenizer

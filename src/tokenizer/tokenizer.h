@@ -21,7 +21,7 @@
 namespace hf2q::tokenizer {
 
 class Tokenizer {
-public:
+  public:
     // Validates `vocab` and builds the lookup tables. Throws hf2q::Error on an
     // unsupported model ("unsupported tokenizer model X"), missing merges, duplicate
     // tokens, malformed merges or special ids out of range.
@@ -49,8 +49,8 @@ public:
     int32_t n_tokens() const;
     const std::string& token_text(TokenId id) const;  // raw vocabulary text
     TokenType token_type(TokenId id) const;           // as stored in the vocabulary
-    bool is_control(TokenId id) const;  // CONTROL attribute (includes forced EOG tokens)
-    bool is_eog(TokenId id) const;      // end-of-generation (see docs/tokenizer.md)
+    bool is_control(TokenId id) const;     // CONTROL attribute (includes forced EOG tokens)
+    bool is_eog(TokenId id) const;         // end-of-generation (see docs/tokenizer.md)
     std::vector<TokenId> eog_ids() const;  // sorted
     std::optional<TokenId> find_token(std::string_view text) const;
 
@@ -66,7 +66,7 @@ public:
 
     struct Impl;
 
-private:
+  private:
     void check_id(TokenId id) const;
     std::shared_ptr<const Impl> impl_;
 };
@@ -78,7 +78,7 @@ private:
 // are passed through unchanged, so the concatenation of all push() results and flush()
 // equals Tokenizer::decode(ids, show_special).
 class Detokenizer {
-public:
+  public:
     Detokenizer(const Tokenizer& tok, bool show_special);
 
     // Returns the text that became complete with this token (possibly empty).
@@ -88,8 +88,8 @@ public:
     // Bytes currently held back.
     size_t pending() const { return pending_.size(); }
 
-private:
-    const Tokenizer* tok_;
+  private:
+    Tokenizer tok_;  // shares the tokenizer's state, so it may outlive the argument
     bool show_special_;
     std::string pending_;
 };

@@ -6,9 +6,9 @@
 #include <deque>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "tokenizer/tables.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hf2q::tokenizer {
@@ -24,21 +24,6 @@ enum : uint32_t {
     kAttrByte = 1u << 5,
 };
 
-// Mixes a 64-bit key (two 32-bit symbol ids) so std::unordered_map buckets spread.
-struct PairHash {
-    size_t operator()(uint64_t k) const {
-        k ^= k >> 33;
-        k *= 0xff51afd7ed558ccdull;
-        k ^= k >> 33;
-        return static_cast<size_t>(k);
-    }
-};
-
-struct Merge {
-    int32_t rank;    // index in tokenizer.ggml.merges (lower merges first)
-    int32_t result;  // symbol id of left+right
-};
-
 struct Tokenizer::Impl {
     VocabData vocab;
     std::vector<uint32_t> attr;       // id -> kAttr* bits
@@ -51,16 +36,13 @@ struct Tokenizer::Impl {
     // are merge parts/results that are not tokens (kept so merging follows the merge
     // list exactly as llama.cpp's text-keyed table does).
     std::deque<std::string> extra_symbols;
-    std::unordered_map<std::string_view, int32_t> symbol_ids;  // views into vocab/extras
-    std::unordered_map<uint64_t, Merge, PairHash> merges;      // (left << 32 | right)
+    SymbolTable symbols;  // views into vocab.tokens and extra_symbols
+    MergeTable merges;
     int32_t ascii_symbol[128];  // single ASCII byte -> symbol id or -1
     TokenId byte_token[256];    // byte -> <0xHH> token or kNoToken
 
     int32_t n_tokens() const { return static_cast<int32_t>(vocab.tokens.size()); }
-    int32_t find_symbol(std::string_view s) const {
-        auto it = symbol_ids.find(s);
-        return it == symbol_ids.end() ? -1 : it->second;
-    }
+    int32_t find_symbol(std::string_view s) const { return symbols.find(s); }
     int32_t intern_symbol(std::string_view s);
 };
 

@@ -30,19 +30,19 @@ enum class TokenType : int32_t {
 };
 
 struct VocabData {
-    std::string model;                // tokenizer.ggml.model, e.g. "gemma4"
-    std::vector<std::string> tokens;  // id -> raw UTF-8 text (U+2581 for spaces)
-    std::vector<int32_t> token_types; // id -> TokenType value; empty = all NORMAL
-    std::vector<float> scores;        // id -> score; may be empty (unused by BPE)
-    std::vector<std::string> merges;  // "left right", rank = index
+    std::string model;                 // tokenizer.ggml.model, e.g. "gemma4"
+    std::vector<std::string> tokens;   // id -> raw UTF-8 text (U+2581 for spaces)
+    std::vector<int32_t> token_types;  // id -> TokenType value; empty = all NORMAL
+    std::vector<float> scores;         // id -> score; may be empty (unused by BPE)
+    std::vector<std::string> merges;   // "left right", rank = index
     TokenId bos_id = kNoToken;
     TokenId eos_id = kNoToken;
     TokenId unk_id = kNoToken;
     TokenId pad_id = kNoToken;
-    TokenId eot_id = kNoToken;        // optional end-of-turn id
-    bool add_bos = false;             // tokenizer.ggml.add_bos_token
-    bool add_eos = false;             // tokenizer.ggml.add_eos_token
-    std::string chat_template;        // tokenizer.chat_template ("" if absent)
+    TokenId eot_id = kNoToken;  // optional end-of-turn id
+    bool add_bos = false;       // tokenizer.ggml.add_bos_token
+    bool add_eos = false;       // tokenizer.ggml.add_eos_token
+    std::string chat_template;  // tokenizer.chat_template ("" if absent)
 };
 
 // Reads the tokenizer.* keys of `file` into a VocabData. Throws hf2q::Error naming the

@@ -52,8 +52,9 @@ TEST_P(Parity, GreedyContinuationMatches) {
         int32_t pos = static_cast<int32_t>(p.ids.size());
         for (size_t s = 0; s < p.greedy.size(); ++s) {
             int32_t got = argmax(ctx->logits(0), V);
-            if (p.margins[s] > 1e-2f)
+            if (p.margins[s] > 1e-2f) {
                 EXPECT_EQ(got, p.greedy[s]) << "prompt " << i << " step " << s << " margin " << p.margins[s];
+            }
             // Continue with the reference token so one near-tie cannot derail the rest.
             ctx->decode({{p.greedy[s], 0, pos++, true}});
         }
