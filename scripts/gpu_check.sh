@@ -18,7 +18,8 @@ step() {  # step NAME COMMAND...: runs, logs, records PASS/FAIL
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv >"$out/gpu.txt" 2>&1
 step configure cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON
-step build cmake --build build-gpu -j"$jobs" --target hf2q test_cuda_ops test_model test_ops
+step build_tests cmake --build build-gpu -j"$jobs" --target test_cuda_ops test_model
+step build_cli cmake --build build-gpu -j"$jobs" --target hf2q
 step cuda_ops ./build-gpu/bin/test_cuda_ops
 step model ./build-gpu/bin/test_model
 if command -v compute-sanitizer >/dev/null; then

@@ -3,6 +3,7 @@
 // Every field is bounds-checked before it is read and every count is checked against
 // the bytes left in the file before anything is allocated, so a hostile file fails
 // fast with a message naming the field and its absolute byte offset.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <unordered_set>
@@ -235,7 +236,7 @@ void File::parse_all(const ReadLimits& limits) {
 
     // Metadata. Keys are string_views into the file bytes, which outlive parsing.
     std::unordered_set<std::string_view> keys;
-    kv_.reserve(n_kv);
+    kv_.reserve(std::min<uint64_t>(n_kv, 4096));  // a Value is ~100 bytes, a KV record 13+
     for (uint64_t i = 0; i < n_kv; ++i) {
         const uint64_t at_key = ps.pos();
         auto kctx = [&] { return str_cat("key ", i, ": "); };
