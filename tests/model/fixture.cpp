@@ -62,7 +62,7 @@ std::unique_ptr<Fixture> load_fixture(const std::string& variant, const std::str
 
 std::vector<std::string> variants() { return {"dense", "moe", "ple"}; }
 
-const Fixture& fixture(const std::string& variant, const std::string& file_type) {
+const Fixture& fixture(std::string variant, std::string file_type) {
     static std::map<std::string, std::unique_ptr<Fixture>> cache;
     auto& slot = cache[variant + "/" + file_type];
     if (!slot) slot = load_fixture(variant, file_type);
