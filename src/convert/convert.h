@@ -40,10 +40,10 @@ struct ConvertOptions {
     std::string input_dir;    // HF model directory (config.json, *.safetensors)
     std::string output_path;  // GGUF file to write
     FileType out_type = FileType::MOSTLY_F16;
-    int threads = 0;          // conversion threads; <= 0: all cores
-    bool overwrite = false;   // replace an existing output file
-    bool progress = true;     // progress bar on stderr
-    std::string model_name;   // general.name; empty: the input directory's name
+    int threads = 0;         // conversion threads; <= 0: all cores
+    bool overwrite = false;  // replace an existing output file
+    bool progress = true;    // progress bar on stderr
+    std::string model_name;  // general.name; empty: the input directory's name
     // Informational messages (skipped tensors, tokenizer status); nullptr: silent.
     std::function<void(const std::string&)> log;
 };

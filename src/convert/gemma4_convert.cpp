@@ -47,8 +47,10 @@ struct NameEntry {
 constexpr NameEntry kNames[] = {
     {"embed_tokens.weight", "token_embd.weight", false, Shape::Embed, Need::Always},
     {"norm.weight", "output_norm.weight", false, Shape::H, Need::Always},
-    {"embed_tokens_per_layer.weight", "per_layer_token_embd.weight", false, Shape::PleEmbed, Need::Ple},
-    {"per_layer_model_projection.weight", "per_layer_model_proj.weight", false, Shape::PleModelProj, Need::Ple},
+    {"embed_tokens_per_layer.weight", "per_layer_token_embd.weight", false, Shape::PleEmbed,
+     Need::Ple},
+    {"per_layer_model_projection.weight", "per_layer_model_proj.weight", false, Shape::PleModelProj,
+     Need::Ple},
     {"per_layer_projection_norm.weight", "per_layer_proj_norm.weight", false, Shape::P, Need::Ple},
     {"input_layernorm.weight", "attn_norm.weight", true, Shape::H, Need::Always},
     {"self_attn.q_proj.weight", "attn_q.weight", true, Shape::Q, Need::Always},
@@ -78,7 +80,9 @@ constexpr NameEntry kNames[] = {
 };
 constexpr int kNumNames = static_cast<int>(sizeof(kNames) / sizeof(kNames[0]));
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+    return s.substr(0, p.size()) == p;
+}
 
 // Parses "N." at the start of s; returns the index and advances s, or -1.
 int64_t take_layer_index(std::string_view& s) {
@@ -90,30 +94,49 @@ int64_t take_layer_index(std::string_view& s) {
     return v;
 }
 
-std::vector<int64_t> expected_shape(const NameEntry& e, const Gemma4HfConfig& c, uint32_t P, int il) {
+std::vector<int64_t> expected_shape(const NameEntry& e, const Gemma4HfConfig& c, uint32_t P,
+                                    int il) {
     const int64_t H = c.hidden_size, L = c.num_hidden_layers;
     const int64_t hd = il >= 0 ? c.layer_head_dim[il] : 0, nkv = il >= 0 ? c.layer_kv_heads[il] : 0;
     const int64_t nh = c.num_attention_heads, F = il >= 0 ? c.layer_ffn[il] : 0;
     const int64_t E = c.num_experts.value_or(0), Fe = c.moe_intermediate_size.value_or(0);
     switch (e.shape) {
-        case Shape::H: return {H};
-        case Shape::Embed: return {c.vocab_size, H};
-        case Shape::PleEmbed: return {c.vocab_size_per_layer_input, L * P};
-        case Shape::PleModelProj: return {L * P, H};
-        case Shape::P: return {P};
-        case Shape::Q: return {nh * hd, H};
-        case Shape::KV: return {nkv * hd, H};
-        case Shape::O: return {H, nh * hd};
-        case Shape::HeadDim: return {hd};
-        case Shape::FfnIn: return {F, H};
-        case Shape::FfnOut: return {H, F};
-        case Shape::Scalar: return {1};
-        case Shape::InpGate: return {P, H};
-        case Shape::Proj: return {H, P};
-        case Shape::Router: return {E, H};
-        case Shape::PerExpert: return {E};
-        case Shape::GateUpExps: return {E, 2 * Fe, H};
-        case Shape::DownExps: return {E, H, Fe};
+        case Shape::H:
+            return {H};
+        case Shape::Embed:
+            return {c.vocab_size, H};
+        case Shape::PleEmbed:
+            return {c.vocab_size_per_layer_input, L * P};
+        case Shape::PleModelProj:
+            return {L * P, H};
+        case Shape::P:
+            return {P};
+        case Shape::Q:
+            return {nh * hd, H};
+        case Shape::KV:
+            return {nkv * hd, H};
+        case Shape::O:
+            return {H, nh * hd};
+        case Shape::HeadDim:
+            return {hd};
+        case Shape::FfnIn:
+            return {F, H};
+        case Shape::FfnOut:
+            return {H, F};
+        case Shape::Scalar:
+            return {1};
+        case Shape::InpGate:
+            return {P, H};
+        case Shape::Proj:
+            return {H, P};
+        case Shape::Router:
+            return {E, H};
+        case Shape::PerExpert:
+            return {E};
+        case Shape::GateUpExps:
+            return {E, 2 * Fe, H};
+        case Shape::DownExps:
+            return {E, H, Fe};
     }
     return {};
 }
@@ -127,27 +150,38 @@ std::string shape_str(const std::vector<int64_t>& s) {
 // Whether entry e must be present / may be present on layer il.
 bool required(const NameEntry& e, const Gemma4HfConfig& c, uint32_t P, int il) {
     switch (e.need) {
-        case Need::Always: return true;
-        case Need::Optional: return false;
-        case Need::NonShared: return !c.is_kv_shared(il);
-        case Need::V: return !c.is_kv_shared(il) && !c.layer_k_eq_v[il];
-        case Need::Ple: return P > 0;
-        case Need::Moe: return c.enable_moe_block;
-        case Need::MoeOptional: return false;
+        case Need::Always:
+            return true;
+        case Need::Optional:
+            return false;
+        case Need::NonShared:
+            return !c.is_kv_shared(il);
+        case Need::V:
+            return !c.is_kv_shared(il) && !c.layer_k_eq_v[il];
+        case Need::Ple:
+            return P > 0;
+        case Need::Moe:
+            return c.enable_moe_block;
+        case Need::MoeOptional:
+            return false;
     }
     return false;
 }
 
-void check_allowed(const NameEntry& e, const Gemma4HfConfig& c, uint32_t P, int il, const std::string& hf) {
+void check_allowed(const NameEntry& e, const Gemma4HfConfig& c, uint32_t P, int il,
+                   const std::string& hf) {
     if ((e.need == Need::Ple) && P == 0)
-        fail("tensor '", hf, "' is a per-layer-embedding weight but hidden_size_per_layer_input is 0");
+        fail("tensor '", hf,
+             "' is a per-layer-embedding weight but hidden_size_per_layer_input is 0");
     if ((e.need == Need::Moe || e.need == Need::MoeOptional) && !c.enable_moe_block)
         fail("tensor '", hf, "' is an MoE weight but enable_moe_block is false");
     if (e.need == Need::V && c.layer_k_eq_v[il] && !c.is_kv_shared(il))
-        fail("tensor '", hf, "': layer ", il, " is a K=V full-attention layer (attention_k_eq_v) and must not have v_proj");
+        fail("tensor '", hf, "': layer ", il,
+             " is a K=V full-attention layer (attention_k_eq_v) and must not have v_proj");
 }
 
-void check_shape(const NameEntry& e, const StTensor& t, const Gemma4HfConfig& c, uint32_t P, int il) {
+void check_shape(const NameEntry& e, const StTensor& t, const Gemma4HfConfig& c, uint32_t P,
+                 int il) {
     auto want = expected_shape(e, c, P, il);
     auto have = t.shape;
     if (e.shape == Shape::Scalar && have.empty()) have = {1};
@@ -162,9 +196,13 @@ MappedName map_gemma4_tensor_name(const std::string& hf_name) {
     std::string_view s = hf_name;
     MappedName m;
     if (s == "lm_head.weight") return m;  // tied to embed_tokens
-    if (starts_with(s, "model.language_model.")) s.remove_prefix(21);
-    else if (starts_with(s, "model.")) s.remove_prefix(6);
-    else fail("cannot map tensor '", hf_name, "': expected a 'model.' or 'model.language_model.' prefix");
+    if (starts_with(s, "model.language_model."))
+        s.remove_prefix(21);
+    else if (starts_with(s, "model."))
+        s.remove_prefix(6);
+    else
+        fail("cannot map tensor '", hf_name,
+             "': expected a 'model.' or 'model.language_model.' prefix");
     for (std::string_view mm : {"vision_tower.", "audio_tower.", "embed_vision.", "embed_audio.",
                                 "multi_modal_projector.", "vision_model.", "audio_model."})
         if (starts_with(s, mm)) return m;
@@ -190,7 +228,8 @@ uint32_t resolve_ple_width(const Checkpoint& ck, const Gemma4HfConfig& cfg) {
     if (cfg.hidden_size_per_layer_input) return *cfg.hidden_size_per_layer_input;
     for (const auto& e : ck.tensors()) {
         const auto& n = e.tensor->name;
-        if (n.size() >= 32 && n.compare(n.size() - 32, 32, "per_layer_projection_norm.weight") == 0 &&
+        if (n.size() >= 32 &&
+            n.compare(n.size() - 32, 32, "per_layer_projection_norm.weight") == 0 &&
             e.tensor->shape.size() == 1)
             return static_cast<uint32_t>(e.tensor->shape[0]);
     }
@@ -199,9 +238,11 @@ uint32_t resolve_ple_width(const Checkpoint& ck, const Gemma4HfConfig& cfg) {
 
 std::vector<float> gemma4_rope_freqs(const Gemma4HfConfig& cfg) {
     const uint32_t half = cfg.global_head_dim / 2;
-    float pf = cfg.rope_full.rope_type == "proportional" ? cfg.rope_full.partial_rotary_factor : 1.0f;
+    float pf =
+        cfg.rope_full.rope_type == "proportional" ? cfg.rope_full.partial_rotary_factor : 1.0f;
     // int() of a double product, as the reference converter computes it.
-    auto n_rot = static_cast<uint32_t>(static_cast<double>(cfg.global_head_dim) * static_cast<double>(pf) / 2.0);
+    auto n_rot = static_cast<uint32_t>(static_cast<double>(cfg.global_head_dim) *
+                                       static_cast<double>(pf) / 2.0);
     n_rot = std::min(n_rot, half);
     std::vector<float> v(half, 1e30f);
     std::fill(v.begin(), v.begin() + n_rot, 1.0f);
@@ -238,7 +279,8 @@ std::vector<PlannedTensor> plan_gemma4_tensors(const Checkpoint& ck, const Gemma
         pt.name = m.gguf_name;
         pt.src = &t;
         auto shape = t.shape.empty() ? std::vector<int64_t>{1} : t.shape;
-        if (shape.size() > 4) fail("tensor '", t.name, "' has ", shape.size(), " dimensions; GGUF allows 4");
+        if (shape.size() > 4)
+            fail("tensor '", t.name, "' has ", shape.size(), " dimensions; GGUF allows 4");
         pt.ne.assign(shape.rbegin(), shape.rend());
         out.push_back(std::move(pt));
     }
@@ -246,8 +288,10 @@ std::vector<PlannedTensor> plan_gemma4_tensors(const Checkpoint& ck, const Gemma
         const auto& e = kNames[i];
         for (int il = e.per_layer ? 0 : -1; il < (e.per_layer ? static_cast<int>(L) : 0); ++il)
             if (!found[il + 1][i] && required(e, cfg, P, il))
-                fail("checkpoint is missing ", e.per_layer ? str_cat("layer ", il, " tensor ") : "tensor ",
-                     "'", e.hf, "' (GGUF ", e.per_layer ? str_cat("blk.", il, ".", e.gguf) : std::string(e.gguf), ")");
+                fail("checkpoint is missing ",
+                     e.per_layer ? str_cat("layer ", il, " tensor ") : "tensor ", "'", e.hf,
+                     "' (GGUF ",
+                     e.per_layer ? str_cat("blk.", il, ".", e.gguf) : std::string(e.gguf), ")");
     }
     return out;
 }
@@ -283,8 +327,9 @@ void add_gemma4_metadata(gguf::Writer& w, const Gemma4HfConfig& c, uint32_t P) {
     w.set("gemma4.rope.freq_base", Value::f32(c.rope_full.theta));
     w.set("gemma4.rope.freq_base_swa", Value::f32(c.rope_sliding.theta));
     w.set("gemma4.rope.dimension_count", Value::u32(c.global_head_dim));
-    auto n_rot_swa = static_cast<uint32_t>(static_cast<double>(c.head_dim) *
-                                           static_cast<double>(c.rope_sliding.partial_rotary_factor));
+    auto n_rot_swa =
+        static_cast<uint32_t>(static_cast<double>(c.head_dim) *
+                              static_cast<double>(c.rope_sliding.partial_rotary_factor));
     w.set("gemma4.rope.dimension_count_swa", Value::u32(n_rot_swa));
     // Written even when the model has no capping: llama.cpp's default is 30.
     w.set("gemma4.final_logit_softcapping", Value::f32(c.final_logit_softcapping.value_or(0.0f)));

@@ -32,7 +32,7 @@ MappedName map_gemma4_tensor_name(const std::string& hf_name);
 
 // One tensor of the output file, in file order.
 struct PlannedTensor {
-    std::string name;             // GGUF name
+    std::string name;               // GGUF name
     const StTensor* src = nullptr;  // checkpoint tensor; nullptr for generated ones
     std::vector<float> generated;   // data of a generated F32 tensor
     std::vector<int64_t> ne;        // ggml order (ne[0] contiguous), 1..4 dims

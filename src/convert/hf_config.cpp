@@ -81,7 +81,8 @@ RopeParams parse_rope(const json& r, const std::string& file, const char* which,
     if (!(p.partial_rotary_factor > 0.0f && p.partial_rotary_factor <= 1.0f))
         fail(file, ": ", where, ".partial_rotary_factor must be in (0, 1]");
     if (auto fac = f.opt_f32("factor"); fac && *fac != 1.0f)
-        fail(file, ": ", where, ".factor = ", *fac, " is not supported (llama.cpp's gemma4 ignores it)");
+        fail(file, ": ", where, ".factor = ", *fac,
+             " is not supported (llama.cpp's gemma4 ignores it)");
     return p;
 }
 
@@ -93,10 +94,13 @@ void parse_layer_types(const Fields& f, Gemma4HfConfig& c) {
             fail(f.file, ": layer_types must be an array of num_hidden_layers (", L, ") strings");
         for (uint32_t i = 0; i < L; ++i) {
             const json& s = (*lt)[i];
-            if (s == "sliding_attention") c.is_sliding[i] = true;
-            else if (s == "full_attention") c.is_sliding[i] = false;
-            else fail(f.file, ": layer_types[", i, "] = ", s.dump(),
-                      " (expected \"sliding_attention\" or \"full_attention\")");
+            if (s == "sliding_attention")
+                c.is_sliding[i] = true;
+            else if (s == "full_attention")
+                c.is_sliding[i] = false;
+            else
+                fail(f.file, ": layer_types[", i, "] = ", s.dump(),
+                     " (expected \"sliding_attention\" or \"full_attention\")");
         }
     } else {
         for (uint32_t i = 0; i < L; ++i) c.is_sliding[i] = (i + 1) % 6 != 0;  // 5:1 default
@@ -109,7 +113,8 @@ void parse_layer_types(const Fields& f, Gemma4HfConfig& c) {
 void apply_per_layer_config(const json& plc, const std::string& file, Gemma4HfConfig& c) {
     const uint32_t L = c.num_hidden_layers;
     auto apply = [&](uint64_t il, const json& o) {
-        if (il >= L) fail(file, ": per_layer_config names layer ", il, " but there are ", L, " layers");
+        if (il >= L)
+            fail(file, ": per_layer_config names layer ", il, " but there are ", L, " layers");
         if (o.is_null()) return;
         if (!o.is_object()) fail(file, ": per_layer_config[", il, "] is not an object");
         std::string where = str_cat("per_layer_config[", il, "]");
@@ -117,7 +122,8 @@ void apply_per_layer_config(const json& plc, const std::string& file, Gemma4HfCo
             const std::string& k = it.key();
             if (k != "head_dim" && k != "num_key_value_heads" && k != "num_attention_heads" &&
                 k != "intermediate_size")
-                fail(file, ": ", where, ".", k, " is not a per-layer override the converter understands");
+                fail(file, ": ", where, ".", k,
+                     " is not a per-layer override the converter understands");
         }
         Fields f{o, file};
         if (auto v = f.opt_u32("head_dim", 2, kMaxDim)) c.layer_head_dim[il] = *v;
@@ -178,13 +184,14 @@ void validate_layers(const std::string& file, Gemma4HfConfig& c) {
         const uint32_t hd = c.layer_head_dim[il], nkv = c.layer_kv_heads[il];
         if (hd % 2 != 0) fail(file, ": layer ", il, " head_dim ", hd, " is odd (RoPE needs pairs)");
         if (c.is_sliding[il] && hd != c.head_dim)
-            fail(file, ": sliding layer ", il, " has head_dim ", hd, " but GGUF stores one sliding head size (",
-                 c.head_dim, ")");
+            fail(file, ": sliding layer ", il, " has head_dim ", hd,
+                 " but GGUF stores one sliding head size (", c.head_dim, ")");
         if (!c.is_sliding[il]) {
-            if (c.global_head_dim == 0) c.global_head_dim = hd;
+            if (c.global_head_dim == 0)
+                c.global_head_dim = hd;
             else if (hd != c.global_head_dim)
-                fail(file, ": full-attention layers have different head sizes (", c.global_head_dim, " and ",
-                     hd, " at layer ", il, "); GGUF stores one");
+                fail(file, ": full-attention layers have different head sizes (", c.global_head_dim,
+                     " and ", hd, " at layer ", il, "); GGUF stores one");
         }
         if (nkv > c.num_attention_heads || c.num_attention_heads % nkv != 0)
             fail(file, ": layer ", il, ": num_attention_heads ", c.num_attention_heads,
@@ -209,10 +216,12 @@ void parse_moe(const Fields& f, Gemma4HfConfig& c) {
     c.num_experts = f.opt_u32("num_experts", 1, 1u << 16);
     c.top_k_experts = f.opt_u32("top_k_experts", 1, 1u << 16);
     c.moe_intermediate_size = f.opt_u32("moe_intermediate_size", 1, kMaxDim);
-    if (!c.moe_intermediate_size) c.moe_intermediate_size = f.opt_u32("expert_intermediate_size", 1, kMaxDim);
+    if (!c.moe_intermediate_size)
+        c.moe_intermediate_size = f.opt_u32("expert_intermediate_size", 1, kMaxDim);
     if (!c.num_experts || !c.top_k_experts || !c.moe_intermediate_size)
-        fail(f.file, ": enable_moe_block is true but num_experts, top_k_experts or "
-                     "moe_intermediate_size (expert_intermediate_size) is missing");
+        fail(f.file,
+             ": enable_moe_block is true but num_experts, top_k_experts or "
+             "moe_intermediate_size (expert_intermediate_size) is missing");
     if (*c.top_k_experts > *c.num_experts)
         fail(f.file, ": top_k_experts ", *c.top_k_experts, " exceeds num_experts ", *c.num_experts);
 }
@@ -222,22 +231,27 @@ void parse_ropes(const Fields& f, Gemma4HfConfig& c) {
     if (!rp) return;  // transformers' defaults (see the struct)
     if (!rp->is_object()) fail(f.file, ": rope_parameters is not an object");
     auto entry = [&](const char* k) { return rp->contains(k) ? (*rp)[k] : json(); };
-    c.rope_sliding = parse_rope(entry("sliding_attention"), f.file, "sliding_attention", c.rope_sliding);
+    c.rope_sliding =
+        parse_rope(entry("sliding_attention"), f.file, "sliding_attention", c.rope_sliding);
     c.rope_full = parse_rope(entry("full_attention"), f.file, "full_attention", c.rope_full);
     // The sliding factor may also be given at the top level of rope_parameters (llama.cpp).
     if (!entry("sliding_attention").contains("partial_rotary_factor")) {
         Fields top{*rp, f.file};
         c.rope_sliding.partial_rotary_factor = top.opt_f32("partial_rotary_factor").value_or(1.0f);
-        if (!(c.rope_sliding.partial_rotary_factor > 0.0f && c.rope_sliding.partial_rotary_factor <= 1.0f))
+        if (!(c.rope_sliding.partial_rotary_factor > 0.0f &&
+              c.rope_sliding.partial_rotary_factor <= 1.0f))
             fail(f.file, ": rope_parameters.partial_rotary_factor must be in (0, 1]");
     }
     // GGUF expresses partial rotation of sliding layers as a smaller n_rot (the
     // "default" layout) and of full layers through rope_freqs (the "proportional"
     // layout); the other two combinations have no llama.cpp encoding.
     if (c.rope_sliding.rope_type == "proportional" && c.rope_sliding.partial_rotary_factor != 1.0f)
-        fail(f.file, ": proportional RoPE with partial_rotary_factor < 1 on sliding layers is not supported");
+        fail(f.file,
+             ": proportional RoPE with partial_rotary_factor < 1 on sliding layers is not "
+             "supported");
     if (c.rope_full.rope_type == "default" && c.rope_full.partial_rotary_factor != 1.0f)
-        fail(f.file, ": default RoPE with partial_rotary_factor < 1 on full layers is not supported");
+        fail(f.file,
+             ": default RoPE with partial_rotary_factor < 1 on full layers is not supported");
 }
 
 }  // namespace
@@ -260,11 +274,14 @@ Gemma4HfConfig parse_hf_config(const json& root, const std::string& name) {
         if (auto mt = o.find("model_type"); mt != o.end() && mt->is_string()) {
             auto s = mt->get<std::string>();
             if (s != "gemma4" && s != "gemma4_text")
-                fail(name, ": model_type '", s, "' is not Gemma 4 (expected gemma4 or gemma4_text)");
+                fail(name, ": model_type '", s,
+                     "' is not Gemma 4 (expected gemma4 or gemma4_text)");
         }
     };
     check_type(root);
-    const json& j = root.contains("text_config") && root["text_config"].is_object() ? root["text_config"] : root;
+    const json& j = root.contains("text_config") && root["text_config"].is_object()
+                        ? root["text_config"]
+                        : root;
     if (&j != &root) check_type(j);
     Fields f{j, name};
     Gemma4HfConfig c;
@@ -278,25 +295,30 @@ Gemma4HfConfig parse_hf_config(const json& root, const std::string& name) {
     c.max_position_embeddings = f.u32_or("max_position_embeddings", 131072, 1, 0xffffffffu);
     c.sliding_window = f.u32_or("sliding_window", 512, 1, 0xffffffffu);
     c.rms_norm_eps = f.opt_f32("rms_norm_eps").value_or(1e-6f);
-    if (!(c.rms_norm_eps > 0.0f && c.rms_norm_eps < 1.0f)) fail(name, ": rms_norm_eps must be in (0, 1)");
+    if (!(c.rms_norm_eps > 0.0f && c.rms_norm_eps < 1.0f))
+        fail(name, ": rms_norm_eps must be in (0, 1)");
     c.final_logit_softcapping = f.opt_f32("final_logit_softcapping");
     if (c.final_logit_softcapping && *c.final_logit_softcapping < 0.0f)
         fail(name, ": final_logit_softcapping must be >= 0");
     c.hidden_size_per_layer_input = f.opt_u32("hidden_size_per_layer_input", 0, kMaxDim);
-    if (f.get("hidden_size_per_layer_input") == nullptr && j.contains("hidden_size_per_layer_input"))
+    if (f.get("hidden_size_per_layer_input") == nullptr &&
+        j.contains("hidden_size_per_layer_input"))
         c.hidden_size_per_layer_input = 0;  // explicit null disables PLE
-    c.vocab_size_per_layer_input = f.u32_or("vocab_size_per_layer_input", c.vocab_size, 1, 1u << 26);
+    c.vocab_size_per_layer_input =
+        f.u32_or("vocab_size_per_layer_input", c.vocab_size, 1, 1u << 26);
     c.num_kv_shared_layers = f.u32_or("num_kv_shared_layers", 0, 0, c.num_hidden_layers - 1);
     c.attention_k_eq_v = f.boolean("attention_k_eq_v", false);
     c.use_double_wide_mlp = f.boolean("use_double_wide_mlp", false);
     if (const json* ba = f.get("use_bidirectional_attention"); ba && *ba != "vision")
-        fail(name, ": use_bidirectional_attention = ", ba->dump(), " is not supported (only null or \"vision\")");
+        fail(name, ": use_bidirectional_attention = ", ba->dump(),
+             " is not supported (only null or \"vision\")");
     parse_moe(f, c);
     parse_ropes(f, c);
     parse_layer_types(f, c);
     // transformers pops global_head_dim with default 512; null/0 means "use head_dim".
-    std::optional<uint32_t> ghd = j.contains("global_head_dim") ? f.opt_u32("global_head_dim", 0, 65536)
-                                                                : std::optional<uint32_t>(512);
+    std::optional<uint32_t> ghd = j.contains("global_head_dim")
+                                      ? f.opt_u32("global_head_dim", 0, 65536)
+                                      : std::optional<uint32_t>(512);
     auto gkv = f.opt_u32("num_global_key_value_heads", 1, 4096);
     const json* plc = f.get("per_layer_config");
     derive_layers(f, plc, ghd, gkv, c);

@@ -10,33 +10,32 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace hf2q::convert {
 
 struct RopeParams {
-    std::string rope_type;              // "default" or "proportional"
+    std::string rope_type;  // "default" or "proportional"
     float theta = 0.0f;
     float partial_rotary_factor = 1.0f;
 };
 
 struct Gemma4HfConfig {
     uint32_t vocab_size = 262144;
-    uint32_t hidden_size = 0;            // H
-    uint32_t intermediate_size = 0;      // I (dense MLP width before double-wide)
-    uint32_t num_hidden_layers = 0;      // L
+    uint32_t hidden_size = 0;        // H
+    uint32_t intermediate_size = 0;  // I (dense MLP width before double-wide)
+    uint32_t num_hidden_layers = 0;  // L
     uint32_t num_attention_heads = 0;
-    uint32_t num_key_value_heads = 0;    // sliding layers (and full ones unless overridden)
-    uint32_t head_dim = 0;               // sliding layers
-    uint32_t global_head_dim = 0;        // full layers (resolved from either config form)
+    uint32_t num_key_value_heads = 0;  // sliding layers (and full ones unless overridden)
+    uint32_t head_dim = 0;             // sliding layers
+    uint32_t global_head_dim = 0;      // full layers (resolved from either config form)
     uint32_t max_position_embeddings = 131072;
     float rms_norm_eps = 1e-6f;
     uint32_t sliding_window = 512;
-    std::optional<float> final_logit_softcapping;  // null / absent -> no capping
+    std::optional<float> final_logit_softcapping;         // null / absent -> no capping
     std::optional<uint32_t> hidden_size_per_layer_input;  // P; absent -> from checkpoint
     uint32_t vocab_size_per_layer_input = 262144;
     uint32_t num_kv_shared_layers = 0;
@@ -55,10 +54,10 @@ struct Gemma4HfConfig {
 
     // Per-layer values, size L.
     std::vector<bool> is_sliding;
-    std::vector<uint32_t> layer_head_dim;    // hd(l)
-    std::vector<uint32_t> layer_kv_heads;    // nkv(l)
-    std::vector<uint32_t> layer_ffn;         // MLP width of layer l
-    std::vector<bool> layer_k_eq_v;          // full layer without v_proj
+    std::vector<uint32_t> layer_head_dim;  // hd(l)
+    std::vector<uint32_t> layer_kv_heads;  // nkv(l)
+    std::vector<uint32_t> layer_ffn;       // MLP width of layer l
+    std::vector<bool> layer_k_eq_v;        // full layer without v_proj
 
     uint32_t first_kv_shared() const { return num_hidden_layers - num_kv_shared_layers; }
     bool is_kv_shared(uint32_t il) const { return il >= first_kv_shared(); }

@@ -22,15 +22,20 @@ using json = nlohmann::json;
 uint64_t json_u64(const json& v, const std::string& file, const std::string& tensor,
                   const char* what) {
     if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
-        fail(file, ": tensor '", tensor, "': ", what, " must be a non-negative integer, got ", v.dump());
+        fail(file, ": tensor '", tensor, "': ", what, " must be a non-negative integer, got ",
+             v.dump());
     return v.get<uint64_t>();
 }
 
 bool dtype_from_name(std::string_view s, StDtype* out) {
-    if (s == "F32") *out = StDtype::F32;
-    else if (s == "F16") *out = StDtype::F16;
-    else if (s == "BF16") *out = StDtype::BF16;
-    else return false;
+    if (s == "F32")
+        *out = StDtype::F32;
+    else if (s == "F16")
+        *out = StDtype::F16;
+    else if (s == "BF16")
+        *out = StDtype::BF16;
+    else
+        return false;
     return true;
 }
 
@@ -53,7 +58,8 @@ json parse_header_json(const uint8_t* p, size_t n, const std::string& file) {
     } catch (const json::exception& e) {
         fail(file, ": safetensors header is not valid JSON: ", e.what());
     }
-    if (!duplicate.empty()) fail(file, ": tensor name '", duplicate, "' appears twice in the header");
+    if (!duplicate.empty())
+        fail(file, ": tensor name '", duplicate, "' appears twice in the header");
     if (!h.is_object()) fail(file, ": safetensors header is not a JSON object");
     return h;
 }
@@ -73,11 +79,13 @@ StTensor parse_entry(const std::string& name, const json& v, uint64_t data_len,
         fail(file, ": tensor '", name, "' has dtype ", dts,
              ", which the converter does not read (supported: F32, F16, BF16)");
     if (!sh->is_array()) fail(file, ": tensor '", name, "': shape is not an array");
-    if (sh->size() > 8) fail(file, ": tensor '", name, "': shape has ", sh->size(), " dimensions (at most 8)");
+    if (sh->size() > 8)
+        fail(file, ": tensor '", name, "': shape has ", sh->size(), " dimensions (at most 8)");
     uint64_t numel = 1;
     for (const auto& d : *sh) {
         uint64_t x = json_u64(d, file, name, "shape entry");
-        if (x > (uint64_t{1} << 62)) fail(file, ": tensor '", name, "': dimension ", x, " is too large");
+        if (x > (uint64_t{1} << 62))
+            fail(file, ": tensor '", name, "': dimension ", x, " is too large");
         auto m = checked_mul(numel, x);
         if (!m) fail(file, ": tensor '", name, "': element count overflows");
         numel = *m;
@@ -115,18 +123,24 @@ void check_overlaps(std::vector<StTensor>& ts, const std::string& file) {
 
 std::string_view st_dtype_name(StDtype t) {
     switch (t) {
-        case StDtype::F32: return "F32";
-        case StDtype::F16: return "F16";
-        case StDtype::BF16: return "BF16";
+        case StDtype::F32:
+            return "F32";
+        case StDtype::F16:
+            return "F16";
+        case StDtype::BF16:
+            return "BF16";
     }
     return "?";
 }
 
 size_t st_dtype_size(StDtype t) {
     switch (t) {
-        case StDtype::F32: return 4;
-        case StDtype::F16: return 2;
-        case StDtype::BF16: return 2;
+        case StDtype::F32:
+            return 4;
+        case StDtype::F16:
+            return 2;
+        case StDtype::BF16:
+            return 2;
     }
     return 0;
 }
@@ -138,13 +152,16 @@ uint64_t StTensor::n_elements() const {
 }
 
 std::vector<StTensor> parse_safetensors(const uint8_t* data, size_t size, const std::string& name) {
-    if (size < 8) fail(name, ": file is ", size, " bytes, too small for a safetensors header length");
+    if (size < 8)
+        fail(name, ": file is ", size, " bytes, too small for a safetensors header length");
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | data[i];
     if (n > kMaxSafetensorsHeader)
-        fail(name, ": safetensors header length ", n, " exceeds the ", kMaxSafetensorsHeader, "-byte limit");
+        fail(name, ": safetensors header length ", n, " exceeds the ", kMaxSafetensorsHeader,
+             "-byte limit");
     if (n > size - 8)
-        fail(name, ": safetensors header length ", n, " is past the end of the file (", size, " bytes)");
+        fail(name, ": safetensors header length ", n, " is past the end of the file (", size,
+             " bytes)");
     json h = parse_header_json(data + 8, n, name);
     const uint64_t data_len = size - 8 - n;
     const uint8_t* base = data + 8 + n;
@@ -155,7 +172,8 @@ std::vector<StTensor> parse_safetensors(const uint8_t* data, size_t size, const 
         out.back().data = base + out.back().begin;
     }
     check_overlaps(out, name);
-    std::sort(out.begin(), out.end(), [](const StTensor& a, const StTensor& b) { return a.name < b.name; });
+    std::sort(out.begin(), out.end(),
+              [](const StTensor& a, const StTensor& b) { return a.name < b.name; });
     return out;
 }
 
@@ -190,10 +208,12 @@ std::map<std::string, std::string> read_index(const fs::path& p) {
         fail(p.string(), ": missing the weight_map object");
     std::map<std::string, std::string> m;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-        if (!it.value().is_string()) fail(p.string(), ": weight_map entry '", it.key(), "' is not a string");
+        if (!it.value().is_string())
+            fail(p.string(), ": weight_map entry '", it.key(), "' is not a string");
         const auto& shard = it.value().get_ref<const std::string&>();
         if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
-            fail(p.string(), ": weight_map entry '", it.key(), "' names an invalid shard '", shard, "'");
+            fail(p.string(), ": weight_map entry '", it.key(), "' names an invalid shard '", shard,
+                 "'");
         m[it.key()] = shard;
     }
     if (m.empty()) fail(p.string(), ": weight_map is empty");
@@ -214,7 +234,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
     } else {
         std::error_code ec;
         for (const auto& e : fs::directory_iterator(d, ec))
-            if (e.path().extension() == ".safetensors" && e.is_regular_file()) files.push_back(e.path().filename().string());
+            if (e.path().extension() == ".safetensors" && e.is_regular_file())
+                files.push_back(e.path().filename().string());
         if (ec) fail(dir, ": cannot list the directory: ", ec.message());
         if (files.empty()) fail(dir, ": no model.safetensors.index.json and no *.safetensors file");
     }
@@ -225,18 +246,23 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
         ck->shards_.push_back(std::make_unique<SafetensorsFile>((d / files[i]).string()));
         for (const auto& t : ck->shards_.back()->tensors()) {
             auto [it, fresh] = owner.emplace(t.name, files[i]);
-            if (!fresh) fail(dir, ": tensor '", t.name, "' is in both ", it->second, " and ", files[i]);
+            if (!fresh)
+                fail(dir, ": tensor '", t.name, "' is in both ", it->second, " and ", files[i]);
             if (!wmap.empty()) {
                 auto w = wmap.find(t.name);
-                if (w == wmap.end()) fail(files[i], ": tensor '", t.name, "' is not listed in the index weight_map");
+                if (w == wmap.end())
+                    fail(files[i], ": tensor '", t.name, "' is not listed in the index weight_map");
                 if (w->second != files[i])
-                    fail(files[i], ": tensor '", t.name, "' is listed in the index under ", w->second);
+                    fail(files[i], ": tensor '", t.name, "' is listed in the index under ",
+                         w->second);
             }
             ck->entries_.push_back({&t, i});
         }
     }
     for (const auto& [t, s] : wmap)
-        if (!owner.count(t)) fail(index.string(), ": tensor '", t, "' is listed for ", s, " but that shard does not hold it");
+        if (!owner.count(t))
+            fail(index.string(), ": tensor '", t, "' is listed for ", s,
+                 " but that shard does not hold it");
     return ck;
 }
 

@@ -30,8 +30,8 @@ size_t st_dtype_size(StDtype t);
 struct StTensor {
     std::string name;
     StDtype dtype = StDtype::F32;
-    std::vector<int64_t> shape;  // row-major (PyTorch order); empty for a scalar
-    uint64_t begin = 0, end = 0;  // byte range within the data section
+    std::vector<int64_t> shape;     // row-major (PyTorch order); empty for a scalar
+    uint64_t begin = 0, end = 0;    // byte range within the data section
     const uint8_t* data = nullptr;  // begin of the tensor's bytes (caller keeps the buffer)
 
     uint64_t nbytes() const { return end - begin; }
@@ -47,7 +47,7 @@ std::vector<StTensor> parse_safetensors(const uint8_t* data, size_t size, const 
 
 // One memory-mapped safetensors file.
 class SafetensorsFile {
-public:
+  public:
     explicit SafetensorsFile(const std::string& path);
     ~SafetensorsFile();
     SafetensorsFile(const SafetensorsFile&) = delete;
@@ -57,7 +57,7 @@ public:
     const std::vector<StTensor>& tensors() const { return tensors_; }  // sorted by name
     const StTensor* find(std::string_view name) const;
 
-private:
+  private:
     std::string path_;
     std::unique_ptr<MappedFile> map_;
     std::vector<StTensor> tensors_;
@@ -69,7 +69,7 @@ private:
 // file of the directory is opened (normally the single model.safetensors). Shards are
 // kept in file-name order; a tensor name may appear only once.
 class Checkpoint {
-public:
+  public:
     struct Entry {
         const StTensor* tensor;
         size_t shard;  // index into shards()
@@ -81,7 +81,7 @@ public:
     // Every tensor: shards in file-name order, names sorted inside a shard.
     const std::vector<Entry>& tensors() const { return entries_; }
 
-private:
+  private:
     Checkpoint() = default;
     std::vector<std::unique_ptr<SafetensorsFile>> shards_;
     std::vector<Entry> entries_;

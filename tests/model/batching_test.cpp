@@ -29,7 +29,7 @@ void expect_rows_equal(const std::vector<float>& got, const std::vector<float>& 
 // All prompts of different lengths in one batch, tokens interleaved across
 // sequences: every sequence's logits equal its single run.
 TEST_P(Batching, ManySequencesMatchSingleRuns) {
-    const Fixture& fx = fixture(GetParam());
+    const Fixture& fx = *fixture(GetParam());
     auto ctx = Context::create(*fx.model, small_context(4));
     std::vector<BatchToken> batch;
     std::vector<std::pair<size_t, size_t>> order;  // (prompt, position) per output
@@ -53,7 +53,7 @@ TEST_P(Batching, ManySequencesMatchSingleRuns) {
 // Prefill of half the prompt then token-by-token decode equals one full prefill;
 // so do micro-batches of 7 tokens and explicit chunks of 5.
 TEST_P(Batching, DecodeAndChunkedPrefillEqualOneShot) {
-    const Fixture& fx = fixture(GetParam());
+    const Fixture& fx = *fixture(GetParam());
     const auto& ids = fx.prompts[3].ids;
     const int64_t V = fx.n_vocab;
     auto full = run_alone(*fx.model, ids);
@@ -85,7 +85,7 @@ TEST_P(Batching, DecodeAndChunkedPrefillEqualOneShot) {
 // A fork shares its parent's blocks, then both continue differently and each gets
 // the logits of running its whole token sequence alone.
 TEST_P(Batching, ForkSharesPrefixAndDiverges) {
-    const Fixture& fx = fixture(GetParam());
+    const Fixture& fx = *fixture(GetParam());
     const auto& a = fx.prompts[3].ids;  // 40 tokens
     const auto& other = fx.prompts[2].ids;
     const int64_t V = fx.n_vocab;
@@ -121,7 +121,7 @@ TEST_P(Batching, ForkSharesPrefixAndDiverges) {
 // Sliding-window layers free blocks that left the window; full layers keep all.
 // Truncation back into released positions is refused; within the window it works.
 TEST_P(Batching, SlidingWindowReleasesBlocks) {
-    const Fixture& fx = fixture(GetParam());
+    const Fixture& fx = *fixture(GetParam());
     const auto& ids = fx.prompts[3].ids;  // 40 tokens, window 8, blocks of 4
     auto ctx = Context::create(*fx.model, small_context(1));
     std::vector<BatchToken> batch;
@@ -144,7 +144,7 @@ TEST_P(Batching, SlidingWindowReleasesBlocks) {
 
 // A bad batch is refused with a clear error and changes nothing.
 TEST_P(Batching, BadBatchesAreRejected) {
-    const Fixture& fx = fixture(GetParam());
+    const Fixture& fx = *fixture(GetParam());
     auto ctx = Context::create(*fx.model, small_context(2));
     ctx->decode({{5, 0, 0, false}, {6, 0, 1, false}});
     EXPECT_THROW(ctx->decode({{7, 0, 3, true}}), Error);               // gap in positions

@@ -62,11 +62,11 @@ std::unique_ptr<Fixture> load_fixture(const std::string& variant, const std::str
 
 std::vector<std::string> variants() { return {"dense", "moe", "ple"}; }
 
-const Fixture& fixture(std::string variant, std::string file_type) {
+const Fixture* fixture(const std::string& variant, const std::string& file_type) {
     static std::map<std::string, std::unique_ptr<Fixture>> cache;
     auto& slot = cache[variant + "/" + file_type];
     if (!slot) slot = load_fixture(variant, file_type);
-    return *slot;
+    return slot.get();
 }
 
 double rel_l2(const float* a, const float* b, size_t n) {

@@ -27,7 +27,7 @@ struct Fixture {
 
 // Converts tests/fixtures/<variant> to GGUF of the given file type ("f32", "f16",
 // "bf16") under the build folder (once) and loads it.
-const Fixture& fixture(std::string variant, std::string file_type = "f32");
+const Fixture* fixture(const std::string& variant, const std::string& file_type = "f32");
 
 std::vector<std::string> variants();
 

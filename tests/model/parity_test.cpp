@@ -24,7 +24,7 @@ int32_t argmax(const float* v, int64_t n) {
 // Logits of every prompt position within relative L2 error 1e-4 of transformers
 // (float32 reference on the same bf16-valued weights).
 TEST_P(Parity, PromptLogitsMatchTransformers) {
-    const Fixture& fx = fixture(GetParam());
+    const Fixture& fx = *fixture(GetParam());
     double worst = 0;
     for (size_t i = 0; i < fx.prompts.size(); ++i) {
         const Prompt& p = fx.prompts[i];
@@ -40,7 +40,7 @@ TEST_P(Parity, PromptLogitsMatchTransformers) {
 // Greedy decoding, token by token through the KV cache, follows the reference
 // continuation wherever its top-2 margin is clear of rounding noise.
 TEST_P(Parity, GreedyContinuationMatches) {
-    const Fixture& fx = fixture(GetParam());
+    const Fixture& fx = *fixture(GetParam());
     const int64_t V = fx.n_vocab;
     for (size_t i = 0; i < fx.prompts.size(); ++i) {
         const Prompt& p = fx.prompts[i];
@@ -64,8 +64,8 @@ TEST_P(Parity, GreedyContinuationMatches) {
 // The fixture weights are bf16 values, so a bf16 GGUF holds exactly the f32 GGUF's
 // weights and must compute the same logits.
 TEST_P(Parity, Bf16FileMatchesF32File) {
-    const Fixture& f32 = fixture(GetParam(), "f32");
-    const Fixture& bf16 = fixture(GetParam(), "bf16");
+    const Fixture& f32 = *fixture(GetParam(), "f32");
+    const Fixture& bf16 = *fixture(GetParam(), "bf16");
     const Prompt& p = f32.prompts[2];
     auto a = run_alone(*f32.model, p.ids);
     auto b = run_alone(*bf16.model, p.ids);
@@ -74,7 +74,7 @@ TEST_P(Parity, Bf16FileMatchesF32File) {
 
 // F16 storage rounds the weights: logits move, but stay close.
 TEST_P(Parity, F16FileStaysClose) {
-    const Fixture& f16 = fixture(GetParam(), "f16");
+    const Fixture& f16 = *fixture(GetParam(), "f16");
     const Prompt& p = f16.prompts[3];
     auto got = run_alone(*f16.model, p.ids);
     EXPECT_LT(rel_l2(got.data(), p.logits.data(), got.size()), 2e-2);
@@ -85,7 +85,7 @@ TEST_P(Parity, F16FileStaysClose) {
 // prompt its single-run logits on the GPU too. SKIPPED without a GPU.
 TEST_P(Parity, CudaMatchesTransformersAndBatches) {
     if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
-    const Fixture& fx = fixture(GetParam());
+    const Fixture& fx = *fixture(GetParam());
     double worst = 0;
     for (size_t i = 0; i < fx.prompts.size(); ++i) {
         const Prompt& p = fx.prompts[i];
