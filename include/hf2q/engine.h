@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,13 @@ private:
     std::unique_ptr<runtime::ModelImpl> impl_;
 };
 
+// Observer of matmul inputs, for importance-matrix collection and debugging:
+// called before each projection with the weight's GGUF tensor name, the expert
+// index (-1 for a plain matrix) and the input rows [n_rows][n_cols] in host memory.
+// Not called for the LM head. Free when unset.
+using MatmulObserver = std::function<void(const std::string& tensor, int32_t expert, const float* x,
+                                          int64_t n_rows, int64_t n_cols)>;
+
 struct ContextOptions {
     BackendKind backend = BackendKind::cpu;  // where this context computes
     int32_t n_seq_max = 1;      // sequence ids are 0 .. n_seq_max-1
@@ -68,6 +76,7 @@ struct ContextOptions {
     int32_t n_ubatch = 512;     // tokens per forward micro-batch (activation memory)
     int32_t kv_block_size = 16; // tokens per KV block
     int32_t n_threads = 0;      // CPU backend threads; 0: all hardware threads
+    MatmulObserver matmul_observer;  // optional
 };
 
 // One token of a batch.

@@ -60,7 +60,7 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
         pools_[sz(il)].n_blocks = blocks;
     }
     for (int64_t il = 0; il < c.n_layer; ++il) layer_kv_[sz(il)] = pools_[sz(c.kv_source[sz(il)])];
-    forward_ = std::make_unique<gemma4::Forward>(c, weights_, *backend_, opts.n_ubatch);
+    forward_ = std::make_unique<gemma4::Forward>(c, weights_, *backend_, opts.n_ubatch, opts.matmul_observer);
 
     d_copy_src_ = backend_->alloc_array<int32_t>(sz(opts.n_seq_max));
     d_copy_dst_ = backend_->alloc_array<int32_t>(sz(opts.n_seq_max));

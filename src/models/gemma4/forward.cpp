@@ -10,8 +10,8 @@ namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
 
-Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t max_tokens)
-    : c_(c), w_(w), be_(be), max_tokens_(max_tokens) {
+Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t max_tokens, MatmulObserver observer)
+    : c_(c), w_(w), be_(be), max_tokens_(max_tokens), observer_(std::move(observer)) {
     const int64_t T = max_tokens, H = c.n_embd;
     int64_t q_width = 0, kv_width = 0, ff = 0;
     for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -86,12 +86,7 @@ void Forward::per_layer_inputs(const BatchView& b) {
     g.scale = std::sqrt(static_cast<float>(P));
     be_.get_rows(g);
 
-    ops::MatmulParams m;
-    m.w = w_.per_layer_model_proj;
-    m.x = x_;
-    m.y = pl_;
-    m.n_tokens = T;
-    be_.matmul(m);
+    project(w_.per_layer_model_proj, "per_layer_model_proj.weight", -1, -1, x_, pl_, T);
     be_.scale(pl_, 1.0f / std::sqrt(static_cast<float>(c_.n_embd)), T * LP);
 
     ops::RmsNormParams n;
@@ -104,6 +99,27 @@ void Forward::per_layer_inputs(const BatchView& b) {
     be_.rms_norm(n);
     be_.add(pl_, pl_tok_, pl_, T * LP);
     be_.scale(pl_, 1.0f / std::sqrt(2.0f), T * LP);
+}
+
+void Forward::project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x,
+                      float* y, int64_t T, int64_t y_stride) {
+    if (observer_) {
+        const std::string full = il < 0 ? std::string(name) : "blk." + std::to_string(il) + "." + name;
+        const float* host = x;
+        if (!be_.host_memory()) {
+            observed_.resize(sz(T * w.n_in));
+            be_.download(observed_.data(), x, observed_.size() * sizeof(float));
+            host = observed_.data();
+        }
+        observer_(full, expert, host, T, w.n_in);
+    }
+    ops::MatmulParams p;
+    p.w = w;
+    p.x = x;
+    p.y = y;
+    p.n_tokens = T;
+    p.y_stride = y_stride;
+    be_.matmul(p);
 }
 
 void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits_host) {

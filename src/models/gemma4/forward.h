@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "hf2q/engine.h"
 
 #include "models/gemma4/config.h"
 #include "models/gemma4/weights.h"
@@ -41,7 +44,8 @@ struct BatchView {
 class Forward {
 public:
     // Preallocates every activation buffer for up to max_tokens tokens per call.
-    Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t max_tokens);
+    Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t max_tokens,
+            MatmulObserver observer = {});
 
     // Runs the batch. Every pointer in `b` and `kv` is in the backend's memory; KV
     // rows of cache-owning layers are written into kv[il] before attention reads
@@ -56,16 +60,22 @@ private:
     void per_layer_inputs(const BatchView& b);
     void attention(int64_t il, const BatchView& b, const std::vector<LayerKv>& kv);
     void dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out);
-    void moe(const LayerWeights& l, int64_t T, float* out);
+    void moe(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void feed_forward(int64_t il, int64_t T);
     void ple(int64_t il, int64_t T);
     void head(const BatchView& b, float* logits_host);
+    // y = x · Wᵀ for T rows; reports x to the observer first. `name` is the GGUF
+    // tensor name without "blk.N." (layer il < 0: a global tensor).
+    void project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x, float* y,
+                 int64_t T, int64_t y_stride = 0);
     float* buf(int64_t n) { return be_.alloc_array<float>(static_cast<size_t>(n)); }
 
     const Config& c_;
     const Weights& w_;
     ops::Backend& be_;
     int64_t max_tokens_;
+    MatmulObserver observer_;
+    std::vector<float> observed_;  // host copy of observed rows (device backends)
     // Activations in backend memory, row-major [tokens][width].
     float *x_, *cur_, *tmp_, *tmp2_;          // [T][H]
     float *q_, *k_, *v_, *attn_;              // [T][heads·head_dim]

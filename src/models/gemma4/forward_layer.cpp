@@ -49,7 +49,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     const float eps = c_.rms_eps;
 
     be_.rms_norm(norm(x_, cur_, l.attn_norm, T, H, eps));
-    be_.matmul(linear(l.attn_q, cur_, q_, T));
+    project(l.attn_q, "attn_q.weight", il, -1, cur_, q_, T);
     be_.rms_norm(norm(q_, q_, l.attn_q_norm, T * nh, hd, eps));
     ops::RopeParams r;
     r.pos = b.pos;
@@ -61,9 +61,9 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     be_.rope(r);
 
     if (c_.has_kv(il)) {
-        be_.matmul(linear(l.attn_k, cur_, k_, T));
+        project(l.attn_k, "attn_k.weight", il, -1, cur_, k_, T);
         if (!l.attn_v.empty()) {
-            be_.matmul(linear(l.attn_v, cur_, v_, T));
+            project(l.attn_v, "attn_v.weight", il, -1, cur_, v_, T);
             be_.rms_norm(norm(v_, v_, nullptr, T * nkv, hd, eps));
         } else {
             be_.rms_norm(norm(k_, v_, nullptr, T * nkv, hd, eps));
@@ -104,7 +104,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     a.scale = 1.0f;  // QK-norm replaces 1/√d
     be_.attention(a);
 
-    be_.matmul(linear(l.attn_output, attn_, tmp_, T));
+    project(l.attn_output, "attn_output.weight", il, -1, attn_, tmp_, T);
     be_.rms_norm(norm(tmp_, x_, l.post_attention_norm, T, H, eps, x_));
 }
 
@@ -112,8 +112,8 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
 void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, F = c_.n_ff[sz(il)];
     be_.rms_norm(norm(x_, cur_, l.ffn_norm, T, H, c_.rms_eps));
-    be_.matmul(linear(l.ffn_gate, cur_, gate_, T));
-    be_.matmul(linear(l.ffn_up, cur_, up_, T));
+    project(l.ffn_gate, "ffn_gate.weight", il, -1, cur_, gate_, T);
+    project(l.ffn_up, "ffn_up.weight", il, -1, cur_, up_, T);
     ops::GegluParams g;
     g.gate = gate_;
     g.up = up_;
@@ -121,18 +121,18 @@ void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out
     g.rows = T;
     g.n = F;
     be_.geglu(g);
-    be_.matmul(linear(l.ffn_down, gate_, out, T));
+    project(l.ffn_down, "ffn_down.weight", il, -1, gate_, out, T);
 }
 
 // Routed experts: router on the un-normed residual x (rmsnorm without weight,
 // ⊙ router scale, / √H), softmax top-k with per-expert scales; each expert runs on
 // the rows routed to it (input rmsnorm(x; pre_ffw_norm_2)), outputs weighted and
 // summed in expert order.
-void Forward::moe(const LayerWeights& l, int64_t T, float* out) {
+void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, Fe = c_.n_ff_exp;
     be_.rms_norm(norm(x_, cur_, l.ffn_gate_inp_scale, T, H, c_.rms_eps));
     be_.scale(cur_, 1.0f / std::sqrt(static_cast<float>(H)), T * H);
-    be_.matmul(linear(l.ffn_gate_inp, cur_, router_logits_, T));
+    project(l.ffn_gate_inp, "ffn_gate_inp.weight", il, -1, cur_, router_logits_, T);
     ops::MoeRouteParams rp;
     rp.logits = router_logits_;
     rp.expert_scale = l.down_exps_scale;
@@ -167,6 +167,7 @@ void Forward::moe(const LayerWeights& l, int64_t T, float* out) {
     for (int64_t e = 0; e < E; ++e) {
         const int64_t off = expert_offsets_[sz(e)], n = expert_offsets_[sz(e + 1)] - off;
         if (n == 0) continue;
+        const int32_t ie = static_cast<int32_t>(e);
         ops::GatherRowsParams g;
         g.src = cur_;
         g.src_stride = H;
@@ -177,10 +178,10 @@ void Forward::moe(const LayerWeights& l, int64_t T, float* out) {
         g.n = H;
         be_.gather_rows(g);
         if (!l.gate_up_exps.empty()) {
-            be_.matmul(linear(l.gate_up_exps.expert(e), xe_, gu_, n));
+            project(l.gate_up_exps.expert(e), "ffn_gate_up_exps.weight", il, ie, xe_, gu_, n);
         } else {
-            be_.matmul(linear(l.gate_exps.expert(e), xe_, gu_, n, 2 * Fe));
-            be_.matmul(linear(l.up_exps.expert(e), xe_, gu_ + Fe, n, 2 * Fe));
+            project(l.gate_exps.expert(e), "ffn_gate_exps.weight", il, ie, xe_, gu_, n, 2 * Fe);
+            project(l.up_exps.expert(e), "ffn_up_exps.weight", il, ie, xe_, gu_ + Fe, n, 2 * Fe);
         }
         ops::GegluParams gg;
         gg.gate = gu_;
@@ -192,7 +193,7 @@ void Forward::moe(const LayerWeights& l, int64_t T, float* out) {
         gg.up_stride = 2 * Fe;
         gg.out_stride = Fe;
         be_.geglu(gg);
-        be_.matmul(linear(l.down_exps.expert(e), ge_, ye_, n));
+        project(l.down_exps.expert(e), "ffn_down_exps.weight", il, ie, ge_, ye_, n);
         ops::ScatterAddParams s;
         s.src = ye_;
         s.src_stride = H;
@@ -215,7 +216,7 @@ void Forward::feed_forward(int64_t il, int64_t T) {
     dense_mlp(l, il, T, tmp_);
     if (c_.is_moe()) {
         be_.rms_norm(norm(tmp_, tmp_, l.post_ffw_norm_1, T, H, eps));
-        moe(l, T, tmp2_);
+        moe(l, il, T, tmp2_);
         be_.rms_norm(norm(tmp2_, tmp2_, l.post_ffw_norm_2, T, H, eps));
         be_.add(tmp_, tmp2_, tmp_, T * H);
     }
@@ -226,7 +227,7 @@ void Forward::feed_forward(int64_t il, int64_t T) {
 void Forward::ple(int64_t il, int64_t T) {
     const LayerWeights& l = w_.layers[sz(il)];
     const int64_t P = c_.n_embd_per_layer, H = c_.n_embd;
-    be_.matmul(linear(l.inp_gate, x_, pl_gate_, T));
+    project(l.inp_gate, "inp_gate.weight", il, -1, x_, pl_gate_, T);
     ops::GegluParams g;
     g.gate = pl_gate_;
     g.up = pl_ + il * P;
@@ -235,7 +236,7 @@ void Forward::ple(int64_t il, int64_t T) {
     g.n = P;
     g.up_stride = c_.n_layer * P;
     be_.geglu(g);
-    be_.matmul(linear(l.proj, pl_gate_, tmp_, T));
+    project(l.proj, "proj.weight", il, -1, pl_gate_, tmp_, T);
     be_.rms_norm(norm(tmp_, x_, l.post_norm, T, H, c_.rms_eps, x_));
 }
 
