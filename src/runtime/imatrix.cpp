@@ -39,7 +39,7 @@ void ImatrixCollector::save(const std::string& path, const std::vector<std::stri
     w.set("imatrix.chunk_size", gguf::Value::u32(chunk_size));
     for (const auto& [name, e] : entries_) {
         w.add_tensor(name + ".in_sum2", GgmlType::F32, {e.n_cols, e.n_mats});
-        w.add_tensor(name + ".counts", GgmlType::F32, {e.n_mats});
+        w.add_tensor(name + ".counts", GgmlType::F32, {1, e.n_mats});
     }
     w.begin(path);
     for (const auto& [name, e] : entries_) {

@@ -4,7 +4,7 @@
 // engine's typed MatmulObserver and saved in llama.cpp's GGUF imatrix format:
 //   general.type = "imatrix", imatrix.datasets (string[]), imatrix.chunk_count,
 //   imatrix.chunk_size (u32); per tensor "<name>.in_sum2" F32 [n_cols, n_experts] and
-//   "<name>.counts" F32 [n_experts].
+//   "<name>.counts" F32 [1, n_experts].
 #pragma once
 
 #include <cstdint>

@@ -25,24 +25,27 @@ enum class NodeType {
     And,       // args[0], args[1]
     Or,        // args[0], args[1]
     BinOp,     // s = "+" "-" "*" "/" "//" "%" "**" "~", args[0], args[1]
-    Compare,   // args = operands, names = operators ("==", "!=", "<", "<=", ">", ">=", "in", "notin")
+    Compare,   // args = operands, names = operators ("==", "!=", "<", "<=", ">", ">=", "in",
+               // "notin")
     CondExpr,  // args[0] = condition, args[1] = then value, args[2] = else value (may be null)
     ListLit,   // args = items
     TupleLit,  // args = items
     DictLit,   // args = key0, value0, key1, value1, ...
     // Statements.
-    Text,         // s = literal output
-    Print,        // args[0]
-    If,           // args[0] = condition, body, orelse
-    For,          // args[0] = target (Name or TupleLit), args[1] = iterable, args[2] = filter (may be null), body, orelse
-    Set,          // args[0] = target (Name, TupleLit or GetAttr on a Name), args[1] = value
-    SetBlock,     // args[0] = target, args[1] = filter chain with null subject (may be null), body
-    Macro,        // s = name, names = parameters, args = defaults (null where none), body
-    CallBlock,    // args[0] = Call expression, names = caller parameters, args[1..] = their defaults, body
+    Text,       // s = literal output
+    Print,      // args[0]
+    If,         // args[0] = condition, body, orelse
+    For,        // args[0] = target (Name or TupleLit), args[1] = iterable, args[2] = filter (may be
+                // null), body, orelse
+    Set,        // args[0] = target (Name, TupleLit or GetAttr on a Name), args[1] = value
+    SetBlock,   // args[0] = target, args[1] = filter chain with null subject (may be null), body
+    Macro,      // s = name, names = parameters, args = defaults (null where none), body
+    CallBlock,  // args[0] = Call expression, names = caller parameters, args[1..] = their defaults,
+                // body
     FilterBlock,  // args[0] = filter chain with null subject, body
     Break,
     Continue,
-    Generation,   // body (transformers' {% generation %} marker: renders its body)
+    Generation,  // body (transformers' {% generation %} marker: renders its body)
 };
 
 struct Node;

@@ -15,13 +15,15 @@ using Method = Value (*)(Interpreter&, const Value& self, CallArgs& a);
 
 std::optional<std::string> opt_str(const Value& v, const char* what) {
     if (v.is_undefined() || v.is_none()) return std::nullopt;
-    if (!v.is_string()) eval_fail(std::string(what) + " must be a string or None, not " + type_name(v));
+    if (!v.is_string())
+        eval_fail(std::string(what) + " must be a string or None, not " + type_name(v));
     return v.str();
 }
 
 int64_t opt_int(const Value& v, int64_t def, const char* what) {
     if (v.is_undefined() || v.is_none()) return def;
-    if (!v.is_int() && !v.is_bool()) eval_fail(std::string(what) + " must be an integer, not " + type_name(v));
+    if (!v.is_int() && !v.is_bool())
+        eval_fail(std::string(what) + " must be an integer, not " + type_name(v));
     return v.as_int();
 }
 
@@ -42,7 +44,8 @@ bool affix_matches(const Value& self, const Value& affix, bool prefix) {
         const std::string& s = self.str();
         const std::string& p = v.str();
         if (p.size() > s.size()) return false;
-        return prefix ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0;
+        return prefix ? s.compare(0, p.size(), p) == 0
+                      : s.compare(s.size() - p.size(), p.size(), p) == 0;
     };
     if (affix.is_list()) {
         for (const Value& v : affix.list_ref().items)
@@ -54,22 +57,44 @@ bool affix_matches(const Value& self, const Value& affix, bool prefix) {
 
 const std::unordered_map<std::string, Method>& string_methods() {
     static const std::unordered_map<std::string, Method> m = {
-        {"strip", [](Interpreter&, const Value& s, CallArgs& a) { return strip_method(s, a, "strip", true, true); }},
-        {"lstrip", [](Interpreter&, const Value& s, CallArgs& a) { return strip_method(s, a, "lstrip", true, false); }},
-        {"rstrip", [](Interpreter&, const Value& s, CallArgs& a) { return strip_method(s, a, "rstrip", false, true); }},
-        {"upper", [](Interpreter&, const Value& s, CallArgs& a) { a.bind("upper", {}); return Value::string(py_upper(s.str())); }},
-        {"lower", [](Interpreter&, const Value& s, CallArgs& a) { a.bind("lower", {}); return Value::string(py_lower(s.str())); }},
-        {"title", [](Interpreter&, const Value& s, CallArgs& a) { a.bind("title", {}); return Value::string(py_title(s.str())); }},
-        {"capitalize", [](Interpreter&, const Value& s, CallArgs& a) { a.bind("capitalize", {}); return Value::string(py_capitalize(s.str())); }},
-        {"startswith", [](Interpreter&, const Value& s, CallArgs& a) {
+        {"strip", [](Interpreter&, const Value& s,
+                     CallArgs& a) { return strip_method(s, a, "strip", true, true); }},
+        {"lstrip", [](Interpreter&, const Value& s,
+                      CallArgs& a) { return strip_method(s, a, "lstrip", true, false); }},
+        {"rstrip", [](Interpreter&, const Value& s,
+                      CallArgs& a) { return strip_method(s, a, "rstrip", false, true); }},
+        {"upper",
+         [](Interpreter&, const Value& s, CallArgs& a) {
+             a.bind("upper", {});
+             return Value::string(py_upper(s.str()));
+         }},
+        {"lower",
+         [](Interpreter&, const Value& s, CallArgs& a) {
+             a.bind("lower", {});
+             return Value::string(py_lower(s.str()));
+         }},
+        {"title",
+         [](Interpreter&, const Value& s, CallArgs& a) {
+             a.bind("title", {});
+             return Value::string(py_title(s.str()));
+         }},
+        {"capitalize",
+         [](Interpreter&, const Value& s, CallArgs& a) {
+             a.bind("capitalize", {});
+             return Value::string(py_capitalize(s.str()));
+         }},
+        {"startswith",
+         [](Interpreter&, const Value& s, CallArgs& a) {
              auto args = a.bind("startswith", {"prefix"});
              return Value::boolean(affix_matches(s, args[0], true));
          }},
-        {"endswith", [](Interpreter&, const Value& s, CallArgs& a) {
+        {"endswith",
+         [](Interpreter&, const Value& s, CallArgs& a) {
              auto args = a.bind("endswith", {"suffix"});
              return Value::boolean(affix_matches(s, args[0], false));
          }},
-        {"split", [](Interpreter& in, const Value& s, CallArgs& a) {
+        {"split",
+         [](Interpreter& in, const Value& s, CallArgs& a) {
              auto args = a.bind("split", {"sep", "maxsplit"});
              auto sep = opt_str(args[0], "sep");
              if (sep && sep->empty()) eval_fail("empty separator");
@@ -77,7 +102,8 @@ const std::unordered_map<std::string, Method>& string_methods() {
              in.check_list_size(parts.size());
              return str_list(std::move(parts));
          }},
-        {"replace", [](Interpreter& in, const Value& s, CallArgs& a) {
+        {"replace",
+         [](Interpreter& in, const Value& s, CallArgs& a) {
              auto args = a.bind("replace", {"old", "new", "count"});
              auto from = opt_str(args[0], "old"), to = opt_str(args[1], "new");
              if (!from || !to) eval_fail("replace() needs two string arguments");
@@ -85,23 +111,32 @@ const std::unordered_map<std::string, Method>& string_methods() {
              in.check_string_size(r.size());
              return Value::string(std::move(r));
          }},
-        {"find", [](Interpreter&, const Value& s, CallArgs& a) {
+        {"find",
+         [](Interpreter&, const Value& s, CallArgs& a) {
              auto args = a.bind("find", {"sub"});
              auto sub = opt_str(args[0], "sub");
              if (!sub) eval_fail("find() needs a string argument");
              size_t p = s.str().find(*sub);
-             return Value::integer(p == std::string::npos ? -1 : static_cast<int64_t>(utf8_length(std::string_view(s.str()).substr(0, p))));
+             return Value::integer(
+                 p == std::string::npos
+                     ? -1
+                     : static_cast<int64_t>(utf8_length(std::string_view(s.str()).substr(0, p))));
          }},
-        {"count", [](Interpreter&, const Value& s, CallArgs& a) {
+        {"count",
+         [](Interpreter&, const Value& s, CallArgs& a) {
              auto args = a.bind("count", {"sub"});
              auto sub = opt_str(args[0], "sub");
              if (!sub) eval_fail("count() needs a string argument");
-             if (sub->empty()) return Value::integer(static_cast<int64_t>(utf8_length(s.str())) + 1);
+             if (sub->empty())
+                 return Value::integer(static_cast<int64_t>(utf8_length(s.str())) + 1);
              int64_t n = 0;
-             for (size_t p = s.str().find(*sub); p != std::string::npos; p = s.str().find(*sub, p + sub->size())) ++n;
+             for (size_t p = s.str().find(*sub); p != std::string::npos;
+                  p = s.str().find(*sub, p + sub->size()))
+                 ++n;
              return Value::integer(n);
          }},
-        {"join", [](Interpreter& in, const Value& s, CallArgs& a) {
+        {"join",
+         [](Interpreter& in, const Value& s, CallArgs& a) {
              auto args = a.bind("join", {"iterable"});
              std::string out;
              bool first = true;
@@ -114,7 +149,8 @@ const std::unordered_map<std::string, Method>& string_methods() {
              }
              return Value::string(std::move(out));
          }},
-        {"isdigit", [](Interpreter&, const Value& s, CallArgs&) {
+        {"isdigit",
+         [](Interpreter&, const Value& s, CallArgs&) {
              const std::string& t = s.str();
              bool ok = !t.empty();
              for (char c : t) ok = ok && c >= '0' && c <= '9';
@@ -126,25 +162,29 @@ const std::unordered_map<std::string, Method>& string_methods() {
 
 const std::unordered_map<std::string, Method>& dict_methods() {
     static const std::unordered_map<std::string, Method> m = {
-        {"items", [](Interpreter&, const Value& d, CallArgs& a) {
+        {"items",
+         [](Interpreter&, const Value& d, CallArgs& a) {
              a.bind("items", {});
              std::vector<Value> out;
              for (const auto& [k, v] : d.dict_ref().items) out.push_back(Value::list({k, v}, true));
              return Value::list(std::move(out));
          }},
-        {"keys", [](Interpreter&, const Value& d, CallArgs& a) {
+        {"keys",
+         [](Interpreter&, const Value& d, CallArgs& a) {
              a.bind("keys", {});
              std::vector<Value> out;
              for (const auto& kv : d.dict_ref().items) out.push_back(kv.first);
              return Value::list(std::move(out));
          }},
-        {"values", [](Interpreter&, const Value& d, CallArgs& a) {
+        {"values",
+         [](Interpreter&, const Value& d, CallArgs& a) {
              a.bind("values", {});
              std::vector<Value> out;
              for (const auto& kv : d.dict_ref().items) out.push_back(kv.second);
              return Value::list(std::move(out));
          }},
-        {"get", [](Interpreter&, const Value& d, CallArgs& a) {
+        {"get",
+         [](Interpreter&, const Value& d, CallArgs& a) {
              auto args = a.bind("get", {"key", "default"});
              const Value* v = d.dict_ref().find(args[0]);
              if (v) return *v;
@@ -156,14 +196,16 @@ const std::unordered_map<std::string, Method>& dict_methods() {
 
 const std::unordered_map<std::string, Method>& list_methods() {
     static const std::unordered_map<std::string, Method> m = {
-        {"index", [](Interpreter&, const Value& l, CallArgs& a) {
+        {"index",
+         [](Interpreter&, const Value& l, CallArgs& a) {
              auto args = a.bind("index", {"value"});
              const auto& items = l.list_ref().items;
              for (size_t i = 0; i < items.size(); ++i)
                  if (equals(items[i], args[0])) return Value::integer(static_cast<int64_t>(i));
              eval_fail(repr(args[0]) + " is not in list");
          }},
-        {"count", [](Interpreter&, const Value& l, CallArgs& a) {
+        {"count",
+         [](Interpreter&, const Value& l, CallArgs& a) {
              auto args = a.bind("count", {"value"});
              int64_t n = 0;
              for (const Value& v : l.list_ref().items) n += equals(v, args[0]) ? 1 : 0;
@@ -238,9 +280,12 @@ Value global_strftime_now(Interpreter& in, CallArgs& a) {
 
 Value bound_method(const Value& obj, const std::string& name) {
     const std::unordered_map<std::string, Method>* table = nullptr;
-    if (obj.is_string()) table = &string_methods();
-    else if (obj.is_dict()) table = &dict_methods();
-    else if (obj.is_list()) table = &list_methods();
+    if (obj.is_string())
+        table = &string_methods();
+    else if (obj.is_dict())
+        table = &dict_methods();
+    else if (obj.is_list())
+        table = &list_methods();
     if (!table) return Value();
     auto it = table->find(name);
     if (it == table->end()) return Value();
@@ -251,9 +296,12 @@ Value bound_method(const Value& obj, const std::string& name) {
 Value global_value(const std::string& name) {
     if (name == "range") return Value::callable(name, global_range);
     if (name == "namespace")
-        return Value::callable(name, [](Interpreter& in, CallArgs& a) { return make_dict(in, a, Dict::Type::Namespace); });
+        return Value::callable(name, [](Interpreter& in, CallArgs& a) {
+            return make_dict(in, a, Dict::Type::Namespace);
+        });
     if (name == "dict")
-        return Value::callable(name, [](Interpreter& in, CallArgs& a) { return make_dict(in, a, Dict::Type::Plain); });
+        return Value::callable(
+            name, [](Interpreter& in, CallArgs& a) { return make_dict(in, a, Dict::Type::Plain); });
     if (name == "raise_exception")
         return Value::callable(name, [](Interpreter&, CallArgs& a) -> Value {
             auto args = a.bind("raise_exception", {"message"});
@@ -277,10 +325,12 @@ const Value& arg0(const std::vector<Value>& args, const char* test) {
 int64_t int_of(const Value& v, const char* test) {
     if (v.is_float()) {
         double f = v.as_float();
-        if (f != static_cast<double>(static_cast<int64_t>(f))) return 1;  // odd-like, never divisible
+        if (f != static_cast<double>(static_cast<int64_t>(f)))
+            return 1;  // odd-like, never divisible
         return static_cast<int64_t>(f);
     }
-    if (!v.is_int() && !v.is_bool()) eval_fail(std::string("test '") + test + "' needs a number, not " + type_name(v));
+    if (!v.is_int() && !v.is_bool())
+        eval_fail(std::string("test '") + test + "' needs a number, not " + type_name(v));
     return v.as_int();
 }
 
@@ -342,8 +392,8 @@ const std::unordered_map<std::string, Test>& tests() {
 
 const std::unordered_map<std::string, std::string>& test_aliases() {
     static const std::unordered_map<std::string, std::string> a = {
-        {"equalto", "eq"}, {"==", "eq"}, {"!=", "ne"}, {"<", "lt"}, {"<=", "le"},
-        {">", "gt"}, {">=", "ge"}, {"lessthan", "lt"}, {"greaterthan", "gt"},
+        {"equalto", "eq"}, {"==", "eq"}, {"!=", "ne"},       {"<", "lt"},           {"<=", "le"},
+        {">", "gt"},       {">=", "ge"}, {"lessthan", "lt"}, {"greaterthan", "gt"},
     };
     return a;
 }

@@ -15,15 +15,22 @@ namespace {
 
 using Filter = Value (*)(Interpreter&, const Value& v, CallArgs& a);
 
-bool flag(const Value& v, bool def) { return v.is_undefined() ? def : v.truthy(); }
+bool flag(const Value& v, bool def) {
+    return v.is_undefined() ? def : v.truthy();
+}
 
 int64_t length_of(const Value& v) {
     switch (v.kind()) {
-        case Kind::String: return static_cast<int64_t>(utf8_length(v.str()));
-        case Kind::List: return static_cast<int64_t>(v.list_ref().items.size());
-        case Kind::Dict: return static_cast<int64_t>(v.dict_ref().items.size());
-        case Kind::Undefined: return 0;
-        default: eval_fail("object of type '" + type_name(v) + "' has no len()");
+        case Kind::String:
+            return static_cast<int64_t>(utf8_length(v.str()));
+        case Kind::List:
+            return static_cast<int64_t>(v.list_ref().items.size());
+        case Kind::Dict:
+            return static_cast<int64_t>(v.dict_ref().items.size());
+        case Kind::Undefined:
+            return 0;
+        default:
+            eval_fail("object of type '" + type_name(v) + "' has no len()");
     }
 }
 
@@ -35,9 +42,12 @@ Value get_path(const Value& v, const Value& attr) {
     size_t start = 0;
     while (true) {
         size_t dot = path.find('.', start);
-        std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-        bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-        cur = numeric && part.size() < 18 ? get_item(cur, Value::integer(std::stoll(part))) : get_item(cur, Value::string(part));
+        std::string part =
+            path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
+                                                    [](char c) { return c >= '0' && c <= '9'; });
+        cur = numeric && part.size() < 18 ? get_item(cur, Value::integer(std::stoll(part)))
+                                          : get_item(cur, Value::string(part));
         if (dot == std::string::npos) return cur;
         start = dot + 1;
     }
@@ -63,7 +73,9 @@ Value f_default(Interpreter&, const Value& v, CallArgs& a) {
     auto args = a.bind("default", {"default_value", "boolean"});
     bool use_default = v.is_undefined() || (flag(args[1], false) && !v.truthy());
     if (!use_default) return v;
-    bool given = !a.pos.empty() || std::any_of(a.kw.begin(), a.kw.end(), [](const auto& kv) { return kv.first == "default_value"; });
+    bool given = !a.pos.empty() || std::any_of(a.kw.begin(), a.kw.end(), [](const auto& kv) {
+        return kv.first == "default_value";
+    });
     return given ? args[0] : Value::string("");
 }
 
@@ -74,8 +86,10 @@ Value f_tojson(Interpreter& in, const Value& v, CallArgs& a) {
         if (!args[0].is_int()) eval_fail("tojson indent must be an integer");
         indent = static_cast<int>(std::clamp<int64_t>(args[0].as_int(), 0, 64));
     }
-    if (!args[2].is_undefined() && !args[2].is_none()) eval_fail("tojson separators are not supported");
-    std::string s = to_json(v, indent, flag(args[1], false), flag(args[3], false), in.limits().max_output_bytes);
+    if (!args[2].is_undefined() && !args[2].is_none())
+        eval_fail("tojson separators are not supported");
+    std::string s = to_json(v, indent, flag(args[1], false), flag(args[3], false),
+                            in.limits().max_output_bytes);
     in.check_string_size(s.size());
     return Value::string(std::move(s));
 }
@@ -111,8 +125,10 @@ Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
     std::vector<Value> out;
     std::optional<Value> attribute, def;
     for (const auto& [k, val] : a.kw) {
-        if (k == "attribute") attribute = val;
-        else if (k == "default") def = val;
+        if (k == "attribute")
+            attribute = val;
+        else if (k == "default")
+            def = val;
     }
     if (attribute) {
         for (const Value& item : in.iterate(v)) {
@@ -121,7 +137,8 @@ Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
         }
         return Value::list(std::move(out));
     }
-    if (a.pos.empty() || !a.pos[0].is_string()) eval_fail("map() needs a filter name or attribute=");
+    if (a.pos.empty() || !a.pos[0].is_string())
+        eval_fail("map() needs a filter name or attribute=");
     std::string name = a.pos[0].str();
     if (!has_filter(name)) eval_fail("no filter named '" + name + "'");
     CallArgs rest;
@@ -146,7 +163,8 @@ Value select_impl(Interpreter& in, const Value& v, CallArgs& a, bool by_attr, bo
         if (!has_test(*test)) eval_fail("no test named '" + *test + "'");
     }
     CallArgs targs;
-    if (a.pos.size() > first + 1) targs.pos.assign(a.pos.begin() + static_cast<long>(first) + 1, a.pos.end());
+    if (a.pos.size() > first + 1)
+        targs.pos.assign(a.pos.begin() + static_cast<long>(first) + 1, a.pos.end());
     std::vector<Value> out;
     for (const Value& item : in.iterate(v)) {
         in.tick();
@@ -173,7 +191,9 @@ Value f_join(Interpreter& in, const Value& v, CallArgs& a) {
 
 Value f_first_last(Interpreter& in, const Value& v, bool first) {
     std::vector<Value> items = in.iterate(v);
-    if (items.empty()) return Value::undefined(first ? "No first item, sequence was empty." : "No last item, sequence was empty.");
+    if (items.empty())
+        return Value::undefined(first ? "No first item, sequence was empty."
+                                      : "No last item, sequence was empty.");
     return first ? items.front() : items.back();
 }
 
@@ -217,10 +237,13 @@ Value f_round(Interpreter&, const Value& v, CallArgs& a) {
     std::string method = args[1].is_undefined() ? "common" : to_str(args[1]);
     double x = v.as_float();
     if (method == "common") {
+        if (v.is_int() || v.is_bool())
+            return Value::integer(v.as_int());  // Python round(int) is an int
         if (prec == 0 || !std::isfinite(x)) return Value::number(std::nearbyint(x));
         // Python's round(x, n) rounds the exact binary value half-to-even, like printf.
         char buf[512];
-        std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::clamp<int64_t>(prec, 0, 300)), x);
+        std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::clamp<int64_t>(prec, 0, 300)),
+                      x);
         return Value::number(std::strtod(buf, nullptr));
     }
     if (method != "ceil" && method != "floor") eval_fail("method must be common, ceil or floor");
@@ -234,8 +257,10 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& a) {
     std::vector<Value> out, seen;
     for (const Value& item : in.iterate(v)) {
         in.tick();
-        Value key = fold(args[1].is_undefined() ? item : get_path(item, args[1]), flag(args[0], false));
-        bool dup = std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); });
+        Value key =
+            fold(args[1].is_undefined() ? item : get_path(item, args[1]), flag(args[0], false));
+        bool dup =
+            std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); });
         if (dup) continue;
         seen.push_back(key);
         out.push_back(item);
@@ -247,7 +272,8 @@ Value f_sort(Interpreter& in, const Value& v, CallArgs& a) {
     auto args = a.bind("sort", {"reverse", "case_sensitive", "attribute"});
     std::vector<Value> items = in.iterate(v), keys;
     for (const Value& item : items)
-        keys.push_back(fold(args[2].is_undefined() ? item : get_path(item, args[2]), flag(args[1], false)));
+        keys.push_back(
+            fold(args[2].is_undefined() ? item : get_path(item, args[2]), flag(args[1], false)));
     stable_sort(items, keys, flag(args[0], false));
     return Value::list(std::move(items));
 }
@@ -257,7 +283,8 @@ Value f_reverse(Interpreter& in, const Value& v, CallArgs& a) {
     if (v.is_string()) {
         auto off = utf8_offsets(v.str());
         std::string out;
-        for (size_t i = off.size() - 1; i > 0; --i) out.append(v.str(), off[i - 1], off[i] - off[i - 1]);
+        for (size_t i = off.size() - 1; i > 0; --i)
+            out.append(v.str(), off[i - 1], off[i] - off[i - 1]);
         return Value::string(std::move(out));
     }
     std::vector<Value> items = in.iterate(v);
@@ -268,9 +295,12 @@ Value f_reverse(Interpreter& in, const Value& v, CallArgs& a) {
 Value f_minmax(Interpreter& in, const Value& v, CallArgs& a, bool want_max) {
     auto args = a.bind(want_max ? "max" : "min", {"case_sensitive", "attribute"});
     std::vector<Value> items = in.iterate(v);
-    if (items.empty()) return Value::undefined(std::string("No aggregated item, sequence was empty."));
+    if (items.empty())
+        return Value::undefined(std::string("No aggregated item, sequence was empty."));
     size_t best = 0;
-    auto key = [&](const Value& x) { return fold(args[1].is_undefined() ? x : get_path(x, args[1]), flag(args[0], false)); };
+    auto key = [&](const Value& x) {
+        return fold(args[1].is_undefined() ? x : get_path(x, args[1]), flag(args[0], false));
+    };
     for (size_t i = 1; i < items.size(); ++i) {
         int c = compare(key(items[i]), key(items[best]));
         if (want_max ? c > 0 : c < 0) best = i;
@@ -286,48 +316,83 @@ Value f_sum(Interpreter& in, const Value& v, CallArgs& a) {
     return total;
 }
 
-Value string_filter(const Value& v, CallArgs& a, const char* name, std::string (*fn)(std::string_view)) {
+Value string_filter(const Value& v, CallArgs& a, const char* name,
+                    std::string (*fn)(std::string_view)) {
     a.bind(name, {});
     return Value::string(fn(to_str(v)));
 }
 
 const std::unordered_map<std::string, Filter>& filters() {
     static const std::unordered_map<std::string, Filter> f = {
-        {"trim", [](Interpreter&, const Value& v, CallArgs& a) {
+        {"trim",
+         [](Interpreter&, const Value& v, CallArgs& a) {
              auto args = a.bind("trim", {"chars"});
              std::optional<std::string> chars;
              if (!args[0].is_undefined() && !args[0].is_none()) chars = to_str(args[0]);
              return Value::string(py_strip(to_str(v), chars, true, true));
          }},
-        {"upper", [](Interpreter&, const Value& v, CallArgs& a) { return string_filter(v, a, "upper", py_upper); }},
-        {"lower", [](Interpreter&, const Value& v, CallArgs& a) { return string_filter(v, a, "lower", py_lower); }},
-        {"title", [](Interpreter&, const Value& v, CallArgs& a) { return string_filter(v, a, "title", py_title); }},
-        {"capitalize", [](Interpreter&, const Value& v, CallArgs& a) { return string_filter(v, a, "capitalize", py_capitalize); }},
-        {"length", [](Interpreter&, const Value& v, CallArgs& a) { a.bind("length", {}); return Value::integer(length_of(v)); }},
+        {"upper", [](Interpreter&, const Value& v,
+                     CallArgs& a) { return string_filter(v, a, "upper", py_upper); }},
+        {"lower", [](Interpreter&, const Value& v,
+                     CallArgs& a) { return string_filter(v, a, "lower", py_lower); }},
+        {"title", [](Interpreter&, const Value& v,
+                     CallArgs& a) { return string_filter(v, a, "title", py_title); }},
+        {"capitalize",
+         [](Interpreter&, const Value& v, CallArgs& a) {
+             return string_filter(v, a, "capitalize", py_capitalize);
+         }},
+        {"length",
+         [](Interpreter&, const Value& v, CallArgs& a) {
+             a.bind("length", {});
+             return Value::integer(length_of(v));
+         }},
         {"default", f_default},
         {"tojson", f_tojson},
         {"items", f_items},
         {"dictsort", f_dictsort},
         {"map", f_map},
-        {"select", [](Interpreter& in, const Value& v, CallArgs& a) { return select_impl(in, v, a, false, true); }},
-        {"reject", [](Interpreter& in, const Value& v, CallArgs& a) { return select_impl(in, v, a, false, false); }},
-        {"selectattr", [](Interpreter& in, const Value& v, CallArgs& a) { return select_impl(in, v, a, true, true); }},
-        {"rejectattr", [](Interpreter& in, const Value& v, CallArgs& a) { return select_impl(in, v, a, true, false); }},
+        {"select", [](Interpreter& in, const Value& v,
+                      CallArgs& a) { return select_impl(in, v, a, false, true); }},
+        {"reject", [](Interpreter& in, const Value& v,
+                      CallArgs& a) { return select_impl(in, v, a, false, false); }},
+        {"selectattr", [](Interpreter& in, const Value& v,
+                          CallArgs& a) { return select_impl(in, v, a, true, true); }},
+        {"rejectattr", [](Interpreter& in, const Value& v,
+                          CallArgs& a) { return select_impl(in, v, a, true, false); }},
         {"join", f_join},
-        {"first", [](Interpreter& in, const Value& v, CallArgs& a) { a.bind("first", {}); return f_first_last(in, v, true); }},
-        {"last", [](Interpreter& in, const Value& v, CallArgs& a) { a.bind("last", {}); return f_first_last(in, v, false); }},
-        {"list", [](Interpreter& in, const Value& v, CallArgs& a) { a.bind("list", {}); return Value::list(in.iterate(v)); }},
-        {"string", [](Interpreter&, const Value& v, CallArgs& a) { a.bind("string", {}); return Value::string(to_str(v)); }},
+        {"first",
+         [](Interpreter& in, const Value& v, CallArgs& a) {
+             a.bind("first", {});
+             return f_first_last(in, v, true);
+         }},
+        {"last",
+         [](Interpreter& in, const Value& v, CallArgs& a) {
+             a.bind("last", {});
+             return f_first_last(in, v, false);
+         }},
+        {"list",
+         [](Interpreter& in, const Value& v, CallArgs& a) {
+             a.bind("list", {});
+             return Value::list(in.iterate(v));
+         }},
+        {"string",
+         [](Interpreter&, const Value& v, CallArgs& a) {
+             a.bind("string", {});
+             return Value::string(to_str(v));
+         }},
         {"int", f_int},
         {"float", f_float},
-        {"abs", [](Interpreter&, const Value& v, CallArgs& a) {
+        {"abs",
+         [](Interpreter&, const Value& v, CallArgs& a) {
              a.bind("abs", {});
              if (v.is_float()) return Value::number(std::fabs(v.as_float()));
-             if (!v.is_int() && !v.is_bool()) eval_fail("bad operand type for abs(): '" + type_name(v) + "'");
+             if (!v.is_int() && !v.is_bool())
+                 eval_fail("bad operand type for abs(): '" + type_name(v) + "'");
              return v.as_int() < 0 ? unary_minus(v) : Value::integer(v.as_int());
          }},
         {"round", f_round},
-        {"replace", [](Interpreter& in, const Value& v, CallArgs& a) {
+        {"replace",
+         [](Interpreter& in, const Value& v, CallArgs& a) {
              auto args = a.bind("replace", {"old", "new", "count"});
              int64_t count = args[2].is_undefined() || args[2].is_none() ? -1 : args[2].as_int();
              std::string r = py_replace(to_str(v), to_str(args[0]), to_str(args[1]), count);
@@ -337,10 +402,20 @@ const std::unordered_map<std::string, Filter>& filters() {
         {"unique", f_unique},
         {"sort", f_sort},
         {"reverse", f_reverse},
-        {"safe", [](Interpreter&, const Value& v, CallArgs& a) { a.bind("safe", {}); return Value::string(to_str(v)); }},
-        {"escape", [](Interpreter&, const Value& v, CallArgs& a) { a.bind("escape", {}); return Value::string(html_escape(to_str(v))); }},
-        {"min", [](Interpreter& in, const Value& v, CallArgs& a) { return f_minmax(in, v, a, false); }},
-        {"max", [](Interpreter& in, const Value& v, CallArgs& a) { return f_minmax(in, v, a, true); }},
+        {"safe",
+         [](Interpreter&, const Value& v, CallArgs& a) {
+             a.bind("safe", {});
+             return Value::string(to_str(v));
+         }},
+        {"escape",
+         [](Interpreter&, const Value& v, CallArgs& a) {
+             a.bind("escape", {});
+             return Value::string(html_escape(to_str(v)));
+         }},
+        {"min",
+         [](Interpreter& in, const Value& v, CallArgs& a) { return f_minmax(in, v, a, false); }},
+        {"max",
+         [](Interpreter& in, const Value& v, CallArgs& a) { return f_minmax(in, v, a, true); }},
         {"sum", f_sum},
     };
     return f;

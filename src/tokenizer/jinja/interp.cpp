@@ -37,7 +37,9 @@ Interpreter::~Interpreter() {
     }
 }
 
-void Interpreter::track_namespace(std::shared_ptr<Dict> ns) { namespaces_.push_back(std::move(ns)); }
+void Interpreter::track_namespace(std::shared_ptr<Dict> ns) {
+    namespaces_.push_back(std::move(ns));
+}
 
 std::string Interpreter::render(const std::vector<NodePtr>& body, FramePtr root) {
     std::string out;
@@ -75,10 +77,13 @@ void Interpreter::append(std::string& out, const std::string& s) const {
 
 std::vector<Value> Interpreter::iterate(const Value& v) const {
     switch (v.kind()) {
-        case Kind::Undefined: return {};
-        case Kind::List: return v.list_ref().items;
+        case Kind::Undefined:
+            return {};
+        case Kind::List:
+            return v.list_ref().items;
         case Kind::Dict: {
-            if (v.dict_ref().type != Dict::Type::Plain) eval_fail("'" + type_name(v) + "' object is not iterable");
+            if (v.dict_ref().type != Dict::Type::Plain)
+                eval_fail("'" + type_name(v) + "' object is not iterable");
             std::vector<Value> keys;
             for (const auto& kv : v.dict_ref().items) keys.push_back(kv.first);
             return keys;
@@ -91,15 +96,16 @@ std::vector<Value> Interpreter::iterate(const Value& v) const {
                 chars.push_back(Value::string(s.substr(off[i], off[i + 1] - off[i])));
             return chars;
         }
-        default: eval_fail("'" + type_name(v) + "' object is not iterable");
+        default:
+            eval_fail("'" + type_name(v) + "' object is not iterable");
     }
 }
 
 Interpreter::NestingGuard::NestingGuard(Interpreter& in, const Node& n) : in_(in) {
     if (++in_.nesting_ > kMaxNesting) {
         --in_.nesting_;
-        fail(in_.name_, ":", n.line, ":", n.col, ": render limit exceeded: evaluation nested deeper than ",
-             kMaxNesting, " levels");
+        fail(in_.name_, ":", n.line, ":", n.col,
+             ": render limit exceeded: evaluation nested deeper than ", kMaxNesting, " levels");
     }
 }
 
@@ -125,12 +131,19 @@ Interpreter::Flow Interpreter::exec(const Node& n, const FramePtr& f, std::strin
 
 Interpreter::Flow Interpreter::exec_inner(const Node& n, const FramePtr& f, std::string& out) {
     switch (n.type) {
-        case NodeType::Text: append(out, n.s); return Flow::Normal;
-        case NodeType::Print: append(out, to_str(eval(*n.args[0], f), limits_.max_output_bytes)); return Flow::Normal;
+        case NodeType::Text:
+            append(out, n.s);
+            return Flow::Normal;
+        case NodeType::Print:
+            append(out, to_str(eval(*n.args[0], f), limits_.max_output_bytes));
+            return Flow::Normal;
         case NodeType::If:
             return exec_body(eval(*n.args[0], f).truthy() ? n.body : n.orelse, f, out);
-        case NodeType::For: return exec_for(n, f, out);
-        case NodeType::Set: exec_set(n, f); return Flow::Normal;
+        case NodeType::For:
+            return exec_for(n, f, out);
+        case NodeType::Set:
+            exec_set(n, f);
+            return Flow::Normal;
         case NodeType::SetBlock: {
             std::string s;
             exec_body(n.body, f, s);
@@ -139,7 +152,9 @@ Interpreter::Flow Interpreter::exec_inner(const Node& n, const FramePtr& f, std:
             assign(*n.args[0], std::move(v), f);
             return Flow::Normal;
         }
-        case NodeType::Macro: f->set(n.s, make_macro(n, f)); return Flow::Normal;
+        case NodeType::Macro:
+            f->set(n.s, make_macro(n, f));
+            return Flow::Normal;
         case NodeType::CallBlock: {
             const Node& call = *n.args[0];
             Value callee = eval(*call.args[0], f);
@@ -156,16 +171,34 @@ Interpreter::Flow Interpreter::exec_inner(const Node& n, const FramePtr& f, std:
             append(out, to_str(eval_filter(*n.args[0], f, &v)));
             return Flow::Normal;
         }
-        case NodeType::Generation: return exec_body(n.body, f, out);
-        case NodeType::Break: return Flow::Break;
-        case NodeType::Continue: return Flow::Continue;
-        default: append(out, to_str(eval(n, f))); return Flow::Normal;
+        case NodeType::Generation:
+            return exec_body(n.body, f, out);
+        case NodeType::Break:
+            return Flow::Break;
+        case NodeType::Continue:
+            return Flow::Continue;
+        default:
+            append(out, to_str(eval(n, f)));
+            return Flow::Normal;
     }
 }
 
 // The loop object's fields live at fixed positions so each iteration updates them in
 // place instead of rebuilding a dict.
-enum LoopField { kIndex, kIndex0, kRevindex, kRevindex0, kFirst, kLast, kLength, kPrevitem, kNextitem, kDepth, kDepth0, kCycle };
+enum LoopField {
+    kIndex,
+    kIndex0,
+    kRevindex,
+    kRevindex0,
+    kFirst,
+    kLast,
+    kLength,
+    kPrevitem,
+    kNextitem,
+    kDepth,
+    kDepth0,
+    kCycle
+};
 
 Interpreter::Flow Interpreter::exec_for(const Node& n, const FramePtr& f, std::string& out) {
     std::vector<Value> items = iterate(eval(*n.args[1], f));
@@ -207,8 +240,10 @@ Interpreter::Flow Interpreter::exec_for(const Node& n, const FramePtr& f, std::s
         it[kRevindex0].second = Value::integer(len - i - 1);
         it[kFirst].second = Value::boolean(i == 0);
         it[kLast].second = Value::boolean(i == len - 1);
-        it[kPrevitem].second = i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item");
-        it[kNextitem].second = i + 1 < len ? items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item");
+        it[kPrevitem].second = i > 0 ? items[static_cast<size_t>(i - 1)]
+                                     : Value::undefined("there is no previous item");
+        it[kNextitem].second = i + 1 < len ? items[static_cast<size_t>(i + 1)]
+                                           : Value::undefined("there is no next item");
         auto frame = std::make_shared<Frame>();
         frame->parent = f;
         frame->vars.emplace_back("loop", loop_value);
@@ -240,7 +275,8 @@ void Interpreter::assign(const Node& target, Value v, const FramePtr& f) {
     std::vector<Value> parts = v.is_list() ? v.list_ref().items : iterate(v);
     if (parts.size() != target.args.size())
         eval_fail(str_cat(parts.size() < target.args.size() ? "not enough" : "too many",
-                          " values to unpack (expected ", target.args.size(), ", got ", parts.size(), ")"));
+                          " values to unpack (expected ", target.args.size(), ", got ",
+                          parts.size(), ")"));
     for (size_t k = 0; k < parts.size(); ++k) assign(*target.args[k], parts[k], f);
 }
 
@@ -249,11 +285,13 @@ Value Interpreter::make_macro(const Node& n, const FramePtr& f) {
     // reference would make a cycle that is never freed.
     const Node* def = &n;
     std::weak_ptr<Frame> closure = f;
-    return Value::callable(n.type == NodeType::CallBlock ? "caller" : n.s, [this, def, closure](Interpreter&, CallArgs& a) {
-        FramePtr scope = closure.lock();
-        if (!scope) eval_fail("macro called after the scope that defined it has ended");
-        return call_macro(*def, scope, a);
-    });
+    return Value::callable(
+        n.type == NodeType::CallBlock ? "caller" : n.s,
+        [this, def, closure](Interpreter&, CallArgs& a) {
+            FramePtr scope = closure.lock();
+            if (!scope) eval_fail("macro called after the scope that defined it has ended");
+            return call_macro(*def, scope, a);
+        });
 }
 
 // Macros and caller(): parameters in `n.names`, defaults in n.args (offset 1 for call
@@ -261,7 +299,8 @@ Value Interpreter::make_macro(const Node& n, const FramePtr& f) {
 Value Interpreter::call_macro(const Node& n, const FramePtr& closure, CallArgs& a) {
     tick();
     if (call_depth_ >= limits_.max_call_depth)
-        eval_fail(str_cat("render limit exceeded: macro calls nested deeper than ", limits_.max_call_depth));
+        eval_fail(str_cat("render limit exceeded: macro calls nested deeper than ",
+                          limits_.max_call_depth));
     const size_t off = n.type == NodeType::CallBlock ? 1 : 0;
     const std::string label = n.type == NodeType::CallBlock ? "caller" : "macro '" + n.s + "'";
     if (a.pos.size() > n.names.size())
@@ -288,7 +327,9 @@ Value Interpreter::call_macro(const Node& n, const FramePtr& closure, CallArgs& 
     for (size_t k = 0; k < n.names.size(); ++k) {
         if (given[k]) continue;
         const NodePtr& d = n.args[k + off];
-        frame->set(n.names[k], d ? eval(*d, frame) : Value::undefined("parameter '" + n.names[k] + "' was not provided"));
+        frame->set(n.names[k],
+                   d ? eval(*d, frame)
+                     : Value::undefined("parameter '" + n.names[k] + "' was not provided"));
     }
     ++call_depth_;
     std::string out;
@@ -309,7 +350,8 @@ Value Interpreter::eval(const Node& n, const FramePtr& f) {
     try {
         Value r = eval_inner(n, f);
         if (r.weight() > limits_.max_iterations)
-            eval_fail(str_cat("render limit exceeded: value holds more than ", limits_.max_iterations, " items"));
+            eval_fail(str_cat("render limit exceeded: value holds more than ",
+                              limits_.max_iterations, " items"));
         return r;
     } catch (const EvalError& e) {
         fail(name_, ":", n.line, ":", n.col, ": ", e.message);
@@ -325,18 +367,25 @@ Value Interpreter::lookup(const std::string& name, const FramePtr& f) const {
 
 Value Interpreter::eval_inner(const Node& n, const FramePtr& f) {
     switch (n.type) {
-        case NodeType::Const: return n.value;
-        case NodeType::Name: return lookup(n.s, f);
-        case NodeType::GetAttr: return get_attr(eval(*n.args[0], f), n.s);
-        case NodeType::GetItem: return get_item(eval(*n.args[0], f), eval(*n.args[1], f));
+        case NodeType::Const:
+            return n.value;
+        case NodeType::Name:
+            return lookup(n.s, f);
+        case NodeType::GetAttr:
+            return get_attr(eval(*n.args[0], f), n.s);
+        case NodeType::GetItem:
+            return get_item(eval(*n.args[0], f), eval(*n.args[1], f));
         case NodeType::Slice: {
             Value parts[3];
             for (int k = 0; k < 3; ++k)
-                if (n.args[static_cast<size_t>(k) + 1]) parts[k] = eval(*n.args[static_cast<size_t>(k) + 1], f);
+                if (n.args[static_cast<size_t>(k) + 1])
+                    parts[k] = eval(*n.args[static_cast<size_t>(k) + 1], f);
             return slice(eval(*n.args[0], f), parts[0], parts[1], parts[2]);
         }
-        case NodeType::Call: return eval_call(n, f);
-        case NodeType::Filter: return eval_filter(n, f, nullptr);
+        case NodeType::Call:
+            return eval_call(n, f);
+        case NodeType::Filter:
+            return eval_filter(n, f, nullptr);
         case NodeType::Test: {
             Value subject = eval(*n.args[0], f);
             CallArgs args = eval_args(n, 1, f);
@@ -358,11 +407,16 @@ Value Interpreter::eval_inner(const Node& n, const FramePtr& f) {
             Value a = eval(*n.args[0], f);
             return a.truthy() ? a : eval(*n.args[1], f);
         }
-        case NodeType::BinOp: return binary_op(n.s, eval(*n.args[0], f), eval(*n.args[1], f), *this);
-        case NodeType::Compare: return eval_compare(n, f);
+        case NodeType::BinOp:
+            return binary_op(n.s, eval(*n.args[0], f), eval(*n.args[1], f), *this);
+        case NodeType::Compare:
+            return eval_compare(n, f);
         case NodeType::CondExpr:
             if (eval(*n.args[0], f).truthy()) return eval(*n.args[1], f);
-            return n.args[2] ? eval(*n.args[2], f) : Value::undefined("the inline if-expression evaluated to false and no else section was defined");
+            return n.args[2] ? eval(*n.args[2], f)
+                             : Value::undefined(
+                                   "the inline if-expression evaluated to false and no else "
+                                   "section was defined");
         case NodeType::ListLit:
         case NodeType::TupleLit: {
             std::vector<Value> items;
@@ -375,7 +429,8 @@ Value Interpreter::eval_inner(const Node& n, const FramePtr& f) {
                 d.dict_ref().set(eval(*n.args[k], f), eval(*n.args[k + 1], f));
             return d;
         }
-        default: eval_fail("statement used as an expression");
+        default:
+            eval_fail("statement used as an expression");
     }
 }
 
@@ -389,7 +444,8 @@ CallArgs Interpreter::eval_args(const Node& n, size_t first, const FramePtr& f) 
 Value Interpreter::eval_call(const Node& n, const FramePtr& f) {
     Value callee = eval(*n.args[0], f);
     if (!callee.is_callable()) {
-        if (callee.is_undefined() && !callee.undefined_hint().empty()) eval_fail(callee.undefined_hint());
+        if (callee.is_undefined() && !callee.undefined_hint().empty())
+            eval_fail(callee.undefined_hint());
         eval_fail("'" + type_name(callee) + "' object is not callable");
     }
     CallArgs args = eval_args(n, 1, f);
@@ -397,9 +453,10 @@ Value Interpreter::eval_call(const Node& n, const FramePtr& f) {
 }
 
 Value Interpreter::eval_filter(const Node& n, const FramePtr& f, const Value* subject) {
-    Value in = n.args[0] ? (n.args[0]->type == NodeType::Filter ? eval_filter(*n.args[0], f, subject)
-                                                                 : eval(*n.args[0], f))
-                         : *subject;
+    Value in = n.args[0]
+                   ? (n.args[0]->type == NodeType::Filter ? eval_filter(*n.args[0], f, subject)
+                                                          : eval(*n.args[0], f))
+                   : *subject;
     CallArgs args = eval_args(n, 1, f);
     tick();
     try {
@@ -415,10 +472,14 @@ Value Interpreter::eval_compare(const Node& n, const FramePtr& f) {
         Value right = eval(*n.args[k + 1], f);
         const std::string& op = n.names[k];
         bool r;
-        if (op == "==") r = equals(left, right);
-        else if (op == "!=") r = !equals(left, right);
-        else if (op == "in") r = contains(right, left);
-        else if (op == "notin") r = !contains(right, left);
+        if (op == "==")
+            r = equals(left, right);
+        else if (op == "!=")
+            r = !equals(left, right);
+        else if (op == "in")
+            r = contains(right, left);
+        else if (op == "notin")
+            r = !contains(right, left);
         else {
             int c = compare(left, right);
             r = op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0;

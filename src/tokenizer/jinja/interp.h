@@ -25,7 +25,7 @@ struct Frame {
 using FramePtr = std::shared_ptr<Frame>;
 
 class Interpreter {
-public:
+  public:
     Interpreter(const std::string& name, const RenderLimits& limits);
     ~Interpreter();
     Interpreter(const Interpreter&) = delete;
@@ -43,7 +43,7 @@ public:
     std::vector<Value> iterate(const Value& v) const;
     const RenderLimits& limits() const { return limits_; }
 
-private:
+  private:
     enum class Flow { Normal, Break, Continue };
 
     Flow exec_body(const std::vector<NodePtr>& body, const FramePtr& f, std::string& out);
@@ -94,7 +94,7 @@ bool has_test(const std::string& name);
 Value apply_filter(Interpreter& in, const std::string& name, const Value& subject, CallArgs& args);
 bool apply_test(Interpreter& in, const std::string& name, const Value& subject, CallArgs& args);
 Value bound_method(const Value& obj, const std::string& name);  // undefined if none
-Value global_value(const std::string& name);                     // undefined if none
+Value global_value(const std::string& name);                    // undefined if none
 
 // JSON conversion (json.cpp).
 Value from_json(const nlohmann::ordered_json& j);

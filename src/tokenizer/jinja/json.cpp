@@ -15,16 +15,22 @@ namespace {
 template <class Json>
 Value convert(const Json& j) {
     switch (j.type()) {
-        case nlohmann::json::value_t::null: return Value::none();
-        case nlohmann::json::value_t::boolean: return Value::boolean(j.template get<bool>());
-        case nlohmann::json::value_t::number_integer: return Value::integer(j.template get<int64_t>());
+        case nlohmann::json::value_t::null:
+            return Value::none();
+        case nlohmann::json::value_t::boolean:
+            return Value::boolean(j.template get<bool>());
+        case nlohmann::json::value_t::number_integer:
+            return Value::integer(j.template get<int64_t>());
         case nlohmann::json::value_t::number_unsigned: {
             auto u = j.template get<uint64_t>();
-            if (u <= static_cast<uint64_t>(INT64_MAX)) return Value::integer(static_cast<int64_t>(u));
+            if (u <= static_cast<uint64_t>(INT64_MAX))
+                return Value::integer(static_cast<int64_t>(u));
             return Value::number(static_cast<double>(u));
         }
-        case nlohmann::json::value_t::number_float: return Value::number(j.template get<double>());
-        case nlohmann::json::value_t::string: return Value::string(j.template get<std::string>());
+        case nlohmann::json::value_t::number_float:
+            return Value::number(j.template get<double>());
+        case nlohmann::json::value_t::string:
+            return Value::string(j.template get<std::string>());
         case nlohmann::json::value_t::array: {
             std::vector<Value> items;
             items.reserve(j.size());
@@ -33,10 +39,12 @@ Value convert(const Json& j) {
         }
         case nlohmann::json::value_t::object: {
             Value d = Value::dict();
-            for (auto it = j.begin(); it != j.end(); ++it) d.dict_ref().set(it.key(), convert(it.value()));
+            for (auto it = j.begin(); it != j.end(); ++it)
+                d.dict_ref().set(it.key(), convert(it.value()));
             return d;
         }
-        default: fail("unsupported JSON value in template context (binary data)");
+        default:
+            fail("unsupported JSON value in template context (binary data)");
     }
 }
 
@@ -51,16 +59,32 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
         auto c = static_cast<unsigned char>(s[i]);
         if (c < 0x80) {
             switch (c) {
-                case '"': out += "\\\""; break;
-                case '\\': out += "\\\\"; break;
-                case '\n': out += "\\n"; break;
-                case '\r': out += "\\r"; break;
-                case '\t': out += "\\t"; break;
-                case '\b': out += "\\b"; break;
-                case '\f': out += "\\f"; break;
+                case '"':
+                    out += "\\\"";
+                    break;
+                case '\\':
+                    out += "\\\\";
+                    break;
+                case '\n':
+                    out += "\\n";
+                    break;
+                case '\r':
+                    out += "\\r";
+                    break;
+                case '\t':
+                    out += "\\t";
+                    break;
+                case '\b':
+                    out += "\\b";
+                    break;
+                case '\f':
+                    out += "\\f";
+                    break;
                 default:
-                    if (c < 0x20 || (ensure_ascii && c == 0x7F)) u_escape(c);
-                    else out += static_cast<char>(c);
+                    if (c < 0x20 || (ensure_ascii && c == 0x7F))
+                        u_escape(c);
+                    else
+                        out += static_cast<char>(c);
             }
             ++i;
             continue;
@@ -102,30 +126,50 @@ struct JsonWriter {
 
     std::string key_text(const Value& k) {
         switch (k.kind()) {
-            case Kind::String: return k.str();
-            case Kind::Bool: return k.as_bool() ? "true" : "false";
-            case Kind::None: return "null";
-            case Kind::Int: return std::to_string(k.as_int());
-            case Kind::Float: return json_float(k.as_float());
-            default: eval_fail("keys must be str, int, float, bool or None, not " + type_name(k));
+            case Kind::String:
+                return k.str();
+            case Kind::Bool:
+                return k.as_bool() ? "true" : "false";
+            case Kind::None:
+                return "null";
+            case Kind::Int:
+                return std::to_string(k.as_int());
+            case Kind::Float:
+                return json_float(k.as_float());
+            default:
+                eval_fail("keys must be str, int, float, bool or None, not " + type_name(k));
         }
     }
 
     void write(const Value& v) {
         if (depth > 512) eval_fail("tojson: value nested too deeply");
         if (out.size() > max_bytes)
-            eval_fail(str_cat("render limit exceeded: tojson text is larger than ", max_bytes, " bytes"));
+            eval_fail(
+                str_cat("render limit exceeded: tojson text is larger than ", max_bytes, " bytes"));
         switch (v.kind()) {
-            case Kind::None: out += "null"; return;
-            case Kind::Bool: out += v.as_bool() ? "true" : "false"; return;
-            case Kind::Int: out += std::to_string(v.as_int()); return;
-            case Kind::Float: out += json_float(v.as_float()); return;
-            case Kind::String: append_json_string(out, v.str(), ensure_ascii); return;
-            case Kind::List: write_list(v.list_ref().items); return;
+            case Kind::None:
+                out += "null";
+                return;
+            case Kind::Bool:
+                out += v.as_bool() ? "true" : "false";
+                return;
+            case Kind::Int:
+                out += std::to_string(v.as_int());
+                return;
+            case Kind::Float:
+                out += json_float(v.as_float());
+                return;
+            case Kind::String:
+                append_json_string(out, v.str(), ensure_ascii);
+                return;
+            case Kind::List:
+                write_list(v.list_ref().items);
+                return;
             case Kind::Dict:
                 if (v.dict_ref().type == Dict::Type::Plain) return write_dict(v.dict_ref());
                 break;
-            default: break;
+            default:
+                break;
         }
         eval_fail("Object of type " + type_name(v) + " is not JSON serializable");
     }
@@ -174,10 +218,15 @@ struct JsonWriter {
 
 }  // namespace
 
-Value from_json(const nlohmann::ordered_json& j) { return convert(j); }
-Value from_json(const nlohmann::json& j) { return convert(j); }
+Value from_json(const nlohmann::ordered_json& j) {
+    return convert(j);
+}
+Value from_json(const nlohmann::json& j) {
+    return convert(j);
+}
 
-std::string to_json(const Value& v, int indent, bool ensure_ascii, bool sort_keys, size_t max_bytes) {
+std::string to_json(const Value& v, int indent, bool ensure_ascii, bool sort_keys,
+                    size_t max_bytes) {
     JsonWriter w{indent, ensure_ascii, sort_keys, max_bytes, {}};
     w.write(v);
     return std::move(w.out);

@@ -8,10 +8,18 @@
 namespace hf2q::jinja {
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+bool is_name_start(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_name_char(char c) {
+    return is_name_start(c) || is_digit(c);
+}
 
 std::string rstrip_ws(const std::string& s) {
     size_t e = s.size();
@@ -20,7 +28,7 @@ std::string rstrip_ws(const std::string& s) {
 }
 
 class Lexer {
-public:
+  public:
     Lexer(std::string src, const std::string& name) : src_(std::move(src)), name_(name) {
         line_starts_.push_back(0);
         for (size_t i = 0; i < src_.size(); ++i)
@@ -33,7 +41,7 @@ public:
         return std::move(out_);
     }
 
-private:
+  private:
     [[noreturn]] void error(size_t at, const std::string& msg) const {
         auto [line, col] = line_col(at);
         fail(name_, ":", line, ":", col, ": ", msg);
@@ -48,7 +56,9 @@ private:
         auto [line, col] = line_col(at);
         out_.push_back(Token{t, std::move(text), line, col});
     }
-    bool at(size_t p, const char* s) const { return src_.compare(p, std::char_traits<char>::length(s), s) == 0; }
+    bool at(size_t p, const char* s) const {
+        return src_.compare(p, std::char_traits<char>::length(s), s) == 0;
+    }
 
     // Text up to the next tag opener, whitespace-controlled, then the tag itself.
     void lex_data() {
@@ -111,7 +121,9 @@ private:
     void lex_comment(size_t open) {
         size_t close = src_.find("#}", pos_);
         if (close == std::string::npos) error(open, "unterminated comment");
-        char sign = close > pos_ && (src_[close - 1] == '-' || src_[close - 1] == '+') ? src_[close - 1] : '\0';
+        char sign = close > pos_ && (src_[close - 1] == '-' || src_[close - 1] == '+')
+                        ? src_[close - 1]
+                        : '\0';
         pos_ = close + 2;
         after_close(sign, true);
     }
@@ -206,7 +218,10 @@ private:
     void lex_number() {
         size_t s = pos_;
         auto digits = [&] {
-            while (pos_ < src_.size() && (is_digit(src_[pos_]) || (src_[pos_] == '_' && pos_ + 1 < src_.size() && is_digit(src_[pos_ + 1])))) ++pos_;
+            while (pos_ < src_.size() &&
+                   (is_digit(src_[pos_]) ||
+                    (src_[pos_] == '_' && pos_ + 1 < src_.size() && is_digit(src_[pos_ + 1]))))
+                ++pos_;
         };
         digits();
         bool is_float = false;
@@ -255,7 +270,10 @@ private:
             uint32_t v = 0;
             for (int k = 0; k < n; ++k) {
                 char h = pos_ < src_.size() ? src_[pos_] : '\0';
-                int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+                int d = is_digit(h)              ? h - '0'
+                        : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                        : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                                 : -1;
                 if (d < 0) error(pos_, "truncated \\x/\\u escape in string");
                 v = v * 16 + static_cast<uint32_t>(d);
                 ++pos_;
@@ -263,24 +281,52 @@ private:
             return v;
         };
         switch (e) {
-            case 'n': out += '\n'; break;
-            case 't': out += '\t'; break;
-            case 'r': out += '\r'; break;
-            case '\\': out += '\\'; break;
-            case '\'': out += '\''; break;
-            case '"': out += '"'; break;
-            case 'a': out += '\a'; break;
-            case 'b': out += '\b'; break;
-            case 'f': out += '\f'; break;
-            case 'v': out += '\v'; break;
-            case '\n': break;
-            case 'x': utf8_append(out, hex(2)); break;
-            case 'u': utf8_append(out, checked_cp(hex(4))); break;
-            case 'U': utf8_append(out, checked_cp(hex(8))); break;
+            case 'n':
+                out += '\n';
+                break;
+            case 't':
+                out += '\t';
+                break;
+            case 'r':
+                out += '\r';
+                break;
+            case '\\':
+                out += '\\';
+                break;
+            case '\'':
+                out += '\'';
+                break;
+            case '"':
+                out += '"';
+                break;
+            case 'a':
+                out += '\a';
+                break;
+            case 'b':
+                out += '\b';
+                break;
+            case 'f':
+                out += '\f';
+                break;
+            case 'v':
+                out += '\v';
+                break;
+            case '\n':
+                break;
+            case 'x':
+                utf8_append(out, hex(2));
+                break;
+            case 'u':
+                utf8_append(out, checked_cp(hex(4)));
+                break;
+            case 'U':
+                utf8_append(out, checked_cp(hex(8)));
+                break;
             default:
                 if (e >= '0' && e <= '7') {
                     uint32_t v = static_cast<uint32_t>(e - '0');
-                    for (int k = 0; k < 2 && pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '7'; ++k)
+                    for (int k = 0;
+                         k < 2 && pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '7'; ++k)
                         v = v * 8 + static_cast<uint32_t>(src_[pos_++] - '0');
                     utf8_append(out, v);
                 } else {
@@ -291,7 +337,8 @@ private:
     }
 
     uint32_t checked_cp(uint32_t cp) const {
-        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) error(pos_, "invalid code point in string escape");
+        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            error(pos_, "invalid code point in string escape");
         return cp;
     }
 

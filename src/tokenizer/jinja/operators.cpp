@@ -15,12 +15,25 @@ namespace {
 [[noreturn]] void bad_operands(const std::string& op, const Value& a, const Value& b) {
     if (a.is_undefined()) fail_undefined(a);
     if (b.is_undefined()) fail_undefined(b);
-    eval_fail("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+    eval_fail("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" +
+              type_name(b) + "'");
 }
 
-int64_t checked(bool overflow, int64_t r) {
-    if (overflow) eval_fail("integer overflow (values are limited to 64 bits)");
+// Python ints are unbounded; ours are int64 and overflow is an error.
+template <class Op>
+int64_t checked(int64_t a, int64_t b, Op op) {
+    int64_t r;
+    if (op(a, b, &r)) eval_fail("integer overflow (values are limited to 64 bits)");
     return r;
+}
+bool add_ovf(int64_t a, int64_t b, int64_t* r) {
+    return __builtin_add_overflow(a, b, r);
+}
+bool sub_ovf(int64_t a, int64_t b, int64_t* r) {
+    return __builtin_sub_overflow(a, b, r);
+}
+bool mul_ovf(int64_t a, int64_t b, int64_t* r) {
+    return __builtin_mul_overflow(a, b, r);
 }
 
 double float_mod(double a, double b) {
@@ -30,12 +43,13 @@ double float_mod(double a, double b) {
 }
 
 Value int_pow(int64_t base, int64_t exp) {
-    if (exp < 0) return Value::number(std::pow(static_cast<double>(base), static_cast<double>(exp)));
+    if (exp < 0)
+        return Value::number(std::pow(static_cast<double>(base), static_cast<double>(exp)));
     int64_t r = 1;
     while (exp > 0) {
-        if (exp & 1) r = checked(__builtin_mul_overflow(r, base, &r), r);
+        if (exp & 1) r = checked(r, base, mul_ovf);
         exp >>= 1;
-        if (exp > 0) base = checked(__builtin_mul_overflow(base, base, &base), base);
+        if (exp > 0) base = checked(base, base, mul_ovf);
     }
     return Value::integer(r);
 }
@@ -44,28 +58,37 @@ Value repeat(const Value& seq, int64_t n, const Interpreter& in) {
     if (n < 0) n = 0;
     if (seq.is_string()) {
         const std::string& s = seq.str();
-        if (!s.empty()) in.check_string_size(static_cast<uint64_t>(n) > UINT64_MAX / s.size() ? UINT64_MAX : s.size() * static_cast<uint64_t>(n));
+        if (!s.empty())
+            in.check_string_size(static_cast<uint64_t>(n) > UINT64_MAX / s.size()
+                                     ? UINT64_MAX
+                                     : s.size() * static_cast<uint64_t>(n));
         std::string out;
         for (int64_t k = 0; k < n && !s.empty(); ++k) out += s;
         return Value::string(std::move(out));
     }
     const auto& items = seq.list_ref().items;
-    if (!items.empty()) in.check_list_size(static_cast<uint64_t>(n) > UINT64_MAX / items.size() ? UINT64_MAX : items.size() * static_cast<uint64_t>(n));
+    if (!items.empty())
+        in.check_list_size(static_cast<uint64_t>(n) > UINT64_MAX / items.size()
+                               ? UINT64_MAX
+                               : items.size() * static_cast<uint64_t>(n));
     std::vector<Value> out;
-    for (int64_t k = 0; k < n && !items.empty(); ++k) out.insert(out.end(), items.begin(), items.end());
+    for (int64_t k = 0; k < n && !items.empty(); ++k)
+        out.insert(out.end(), items.begin(), items.end());
     return Value::list(std::move(out), seq.list_ref().tuple);
 }
 
 Value arith(const std::string& op, const Value& a, const Value& b) {
     if (!a.is_float() && !b.is_float()) {
-        int64_t x = a.as_int(), y = b.as_int(), r = 0;
-        if (op == "+") return Value::integer(checked(__builtin_add_overflow(x, y, &r), r));
-        if (op == "-") return Value::integer(checked(__builtin_sub_overflow(x, y, &r), r));
-        if (op == "*") return Value::integer(checked(__builtin_mul_overflow(x, y, &r), r));
+        int64_t x = a.as_int(), y = b.as_int();
+        if (op == "+") return Value::integer(checked(x, y, add_ovf));
+        if (op == "-") return Value::integer(checked(x, y, sub_ovf));
+        if (op == "*") return Value::integer(checked(x, y, mul_ovf));
         if (op == "**") return int_pow(x, y);
-        if (y == 0) eval_fail(op == "/" ? "division by zero" : "integer division or modulo by zero");
+        if (y == 0)
+            eval_fail(op == "/" ? "division by zero" : "integer division or modulo by zero");
         if (op == "/") return Value::number(static_cast<double>(x) / static_cast<double>(y));
-        if (x == INT64_MIN && y == -1) eval_fail("integer overflow (values are limited to 64 bits)");
+        if (x == INT64_MIN && y == -1)
+            eval_fail("integer overflow (values are limited to 64 bits)");
         int64_t q = x / y, m = x % y;
         if (m != 0 && ((m < 0) != (y < 0))) {
             --q;
@@ -107,8 +130,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, const Int
         }
     }
     if (op == "*") {
-        if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(a, b.as_int(), in);
-        if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(b, a.as_int(), in);
+        if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool()))
+            return repeat(a, b.as_int(), in);
+        if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool()))
+            return repeat(b, a.as_int(), in);
     }
     if (op == "%" && a.is_string()) eval_fail("printf-style string formatting is not supported");
     bad_operands(op, a, b);
@@ -134,9 +159,12 @@ bool contains(const Value& c, const Value& item) {
             for (const Value& v : c.list_ref().items)
                 if (equals(v, item)) return true;
             return false;
-        case Kind::Dict: return c.dict_ref().find(item) != nullptr;
-        case Kind::Undefined: return false;
-        default: eval_fail("argument of type '" + type_name(c) + "' is not iterable");
+        case Kind::Dict:
+            return c.dict_ref().find(item) != nullptr;
+        case Kind::Undefined:
+            return false;
+        default:
+            eval_fail("argument of type '" + type_name(c) + "' is not iterable");
     }
 }
 
@@ -195,7 +223,8 @@ static int64_t slice_bound(const Value& v, const char* what) {
 
 Value slice(const Value& obj, const Value& start_v, const Value& stop_v, const Value& step_v) {
     if (obj.is_undefined()) fail_undefined(obj);
-    if (!obj.is_list() && !obj.is_string()) eval_fail("'" + type_name(obj) + "' object is not subscriptable");
+    if (!obj.is_list() && !obj.is_string())
+        eval_fail("'" + type_name(obj) + "' object is not subscriptable");
     auto absent = [](const Value& v) { return v.is_undefined() || v.is_none(); };
     int64_t step = absent(step_v) ? 1 : slice_bound(step_v, "step");
     if (step == 0) eval_fail("slice step cannot be zero");

@@ -10,7 +10,7 @@ namespace hf2q::jinja {
 namespace {
 
 class Parser {
-public:
+  public:
     Parser(const std::vector<Token>& toks, const std::string& name) : t_(toks), name_(name) {}
 
     std::vector<NodePtr> run() {
@@ -19,7 +19,7 @@ public:
         return body;
     }
 
-private:
+  private:
     // Guards recursion into nested blocks and sub-expressions.
     struct DepthGuard {
         Parser& p;
@@ -51,12 +51,18 @@ private:
     }
     static std::string describe(const Token& tok) {
         switch (tok.type) {
-            case Tok::End: return "end of template";
-            case Tok::BlockEnd: return "'%}'";
-            case Tok::VarEnd: return "'}}'";
-            case Tok::Data: return "text";
-            case Tok::String: return "string";
-            default: return "'" + tok.text + "'";
+            case Tok::End:
+                return "end of template";
+            case Tok::BlockEnd:
+                return "'%}'";
+            case Tok::VarEnd:
+                return "'}}'";
+            case Tok::Data:
+                return "text";
+            case Tok::String:
+                return "string";
+            default:
+                return "'" + tok.text + "'";
         }
     }
     bool is_op(const char* op) const { return cur().type == Tok::Op && cur().text == op; }
@@ -72,7 +78,8 @@ private:
         return true;
     }
     void expect_op(const char* op) {
-        if (!skip_op(op)) error_at(cur(), std::string("expected '") + op + "', got " + describe(cur()));
+        if (!skip_op(op))
+            error_at(cur(), std::string("expected '") + op + "', got " + describe(cur()));
     }
     std::string expect_name() {
         if (cur().type != Tok::Name) error_at(cur(), "expected a name, got " + describe(cur()));
@@ -109,7 +116,8 @@ private:
                 advance();
                 auto n = node(NodeType::Print, tok);
                 n->args.push_back(parse_tuple(true));
-                if (cur().type != Tok::VarEnd) error_at(cur(), "expected '}}', got " + describe(cur()));
+                if (cur().type != Tok::VarEnd)
+                    error_at(cur(), "expected '}}', got " + describe(cur()));
                 advance();
                 out.push_back(std::move(n));
             } else if (tok.type == Tok::BlockBegin) {
@@ -125,8 +133,9 @@ private:
                 error_at(tok, "unexpected " + describe(tok));
             }
         }
-        if (ends.size() > 0)
-            error_at(cur(), std::string("unexpected end of template, expected '") + *ends.begin() + "'");
+        if (ends.size() > 0)  // the last end tag listed is the one that closes the block
+            error_at(cur(), std::string("unexpected end of template, missing '{% ") +
+                                *(ends.end() - 1) + " %}'");
         return out;
     }
 
@@ -155,7 +164,8 @@ private:
             expect_block_end();
             return n;
         }
-        if (k.rfind("end", 0) == 0 || k == "elif" || k == "else") error_at(kw, "unexpected '" + k + "'");
+        if (k.rfind("end", 0) == 0 || k == "elif" || k == "else")
+            error_at(kw, "unexpected '" + k + "'");
         error_at(kw, "unknown tag '" + k + "'");
     }
 
@@ -193,7 +203,7 @@ private:
         if (is_name("recursive")) error_at(cur(), "recursive loops are not supported");
         expect_block_end();
         ++loop_depth_;
-        n->body = parse_body({"endfor", "else"});
+        n->body = parse_body({"else", "endfor"});
         --loop_depth_;
         if (is_name("else")) {
             advance();
@@ -401,8 +411,9 @@ private:
         while (true) {
             chain.link();
             std::string op;
-            if (cur().type == Tok::Op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                          cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
+            if (cur().type == Tok::Op &&
+                (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
+                 cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
                 op = cur().text;
                 advance();
             } else if (is_name("in")) {
@@ -710,8 +721,8 @@ NodePtr Parser::parse_test(NodePtr subject) {
     const Token& c = cur();
     if (is_op("(")) {
         parse_call_args(*t);
-    } else if ((c.type == Tok::Name || c.type == Tok::String || c.type == Tok::Int || c.type == Tok::Float ||
-                is_op("[") || is_op("{")) &&
+    } else if ((c.type == Tok::Name || c.type == Tok::String || c.type == Tok::Int ||
+                c.type == Tok::Float || is_op("[") || is_op("{")) &&
                !is_name("else") && !is_name("or") && !is_name("and")) {
         if (is_name("is")) error_at(c, "you cannot chain multiple tests with 'is'");
         t->args.push_back(parse_postfix(parse_primary()));

@@ -24,11 +24,12 @@ void check_names(const Node& n, const std::string& name) {
 }
 
 template <class Json>
-std::string render_json(const std::vector<NodePtr>& body, const std::string& name, const Json& context,
-                        const RenderLimits& limits) {
+std::string render_json(const std::vector<NodePtr>& body, const std::string& name,
+                        const Json& context, const RenderLimits& limits) {
     if (!context.is_object()) fail(name, ": template context must be a JSON object");
     auto root = std::make_shared<Frame>();
-    for (auto it = context.begin(); it != context.end(); ++it) root->set(it.key(), from_json(it.value()));
+    for (auto it = context.begin(); it != context.end(); ++it)
+        root->set(it.key(), from_json(it.value()));
     Interpreter in(name, limits);
     return in.render(body, root);
 }
@@ -48,7 +49,8 @@ Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 Template::~Template() = default;
 
-std::string Template::render(const nlohmann::ordered_json& context, const RenderLimits& limits) const {
+std::string Template::render(const nlohmann::ordered_json& context,
+                             const RenderLimits& limits) const {
     return render_json(body_, name_, context, limits);
 }
 

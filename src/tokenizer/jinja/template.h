@@ -18,10 +18,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace hf2q::jinja {
 
@@ -35,7 +34,7 @@ struct RenderLimits {
 };
 
 class Template {
-public:
+  public:
     // Tokenizes and parses; throws hf2q::Error "name:line:col: message" on syntax
     // errors, unknown tags, filters or tests.
     static Template parse(const std::string& source, std::string name = "template");
@@ -47,12 +46,13 @@ public:
     // `context` must be a JSON object; its members become template variables.
     // ordered_json keeps the object key order of the input (Python dict order), which
     // matters for `items`, `tojson` and loops over mappings; nlohmann::json sorts keys.
-    std::string render(const nlohmann::ordered_json& context, const RenderLimits& limits = {}) const;
+    std::string render(const nlohmann::ordered_json& context,
+                       const RenderLimits& limits = {}) const;
     std::string render(const nlohmann::json& context, const RenderLimits& limits = {}) const;
 
     const std::string& name() const { return name_; }
 
-private:
+  private:
     Template() = default;
     std::string name_;
     std::vector<std::unique_ptr<Node>> body_;

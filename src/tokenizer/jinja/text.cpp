@@ -68,8 +68,14 @@ size_t utf8_length(std::string_view s) {
 bool py_isspace(uint32_t cp) {
     if ((cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20)) return true;
     switch (cp) {
-        case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F:
-        case 0x205F: case 0x3000:
+        case 0x85:
+        case 0xA0:
+        case 0x1680:
+        case 0x2028:
+        case 0x2029:
+        case 0x202F:
+        case 0x205F:
+        case 0x3000:
             return true;
         default:
             return cp >= 0x2000 && cp <= 0x200A;
@@ -162,7 +168,8 @@ std::string py_lower(std::string_view s) {
 }
 
 std::string py_capitalize(std::string_view s) {
-    return map_cps(s, [](uint32_t c, size_t i) { return i == 0 ? to_upper_cp(c) : to_lower_cp(c); });
+    return map_cps(s,
+                   [](uint32_t c, size_t i) { return i == 0 ? to_upper_cp(c) : to_lower_cp(c); });
 }
 
 // jinja2's title filter: split at runs of whitespace and "-({[<", upper-case the first
@@ -243,12 +250,23 @@ std::string html_escape(std::string_view s) {
     std::string out;
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&#34;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&#34;";
+                break;
+            case '\'':
+                out += "&#39;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;

@@ -8,7 +8,9 @@
 
 namespace hf2q::jinja {
 
-void eval_fail(std::string message) { throw EvalError{std::move(message)}; }
+void eval_fail(std::string message) {
+    throw EvalError{std::move(message)};
+}
 
 Value Value::undefined(std::string hint) {
     Value v;
@@ -56,7 +58,9 @@ Value Value::list(std::vector<Value> items, bool tuple) {
     v.p_ = std::move(l);
     return v;
 }
-Value Value::dict() { return from_dict(std::make_shared<Dict>()); }
+Value Value::dict() {
+    return from_dict(std::make_shared<Dict>());
+}
 Value Value::from_dict(std::shared_ptr<Dict> d) {
     Value v;
     v.kind_ = Kind::Dict;
@@ -72,10 +76,14 @@ Value Value::callable(std::string name, std::function<Value(Interpreter&, CallAr
 
 double Value::as_float() const {
     switch (kind_) {
-        case Kind::Float: return f_;
-        case Kind::Int: return static_cast<double>(i_);
-        case Kind::Bool: return b_ ? 1.0 : 0.0;
-        default: return 0.0;
+        case Kind::Float:
+            return f_;
+        case Kind::Int:
+            return static_cast<double>(i_);
+        case Kind::Bool:
+            return b_ ? 1.0 : 0.0;
+        default:
+            return 0.0;
     }
 }
 
@@ -93,14 +101,22 @@ uint64_t Value::weight() const {
 bool Value::truthy() const {
     switch (kind_) {
         case Kind::Undefined:
-        case Kind::None: return false;
-        case Kind::Bool: return b_;
-        case Kind::Int: return i_ != 0;
-        case Kind::Float: return f_ != 0.0;
-        case Kind::String: return !str().empty();
-        case Kind::List: return !list_ref().items.empty();
-        case Kind::Dict: return !dict_ref().items.empty();
-        case Kind::Callable: return true;
+        case Kind::None:
+            return false;
+        case Kind::Bool:
+            return b_;
+        case Kind::Int:
+            return i_ != 0;
+        case Kind::Float:
+            return f_ != 0.0;
+        case Kind::String:
+            return !str().empty();
+        case Kind::List:
+            return !list_ref().items.empty();
+        case Kind::Dict:
+            return !dict_ref().items.empty();
+        case Kind::Callable:
+            return true;
     }
     return false;
 }
@@ -129,8 +145,8 @@ void Dict::set(const Value& key, Value v) {
 std::vector<Value> CallArgs::bind(std::string_view fn,
                                   const std::vector<std::string_view>& names) const {
     if (pos.size() > names.size())
-        eval_fail(str_cat(fn, "() takes at most ", names.size(), " arguments (", pos.size(),
-                             " given)"));
+        eval_fail(
+            str_cat(fn, "() takes at most ", names.size(), " arguments (", pos.size(), " given)"));
     std::vector<Value> out(names.size());
     for (size_t i = 0; i < pos.size(); ++i) out[i] = pos[i];
     for (const auto& [k, v] : kw) {
@@ -209,12 +225,16 @@ static std::string repr_string(const std::string& s) {
 std::string repr(const Value& v, size_t max_bytes) {
     auto check = [&](const std::string& out) {
         if (out.size() > max_bytes)
-            eval_fail(str_cat("render limit exceeded: text of a value is larger than ", max_bytes, " bytes"));
+            eval_fail(str_cat("render limit exceeded: text of a value is larger than ", max_bytes,
+                              " bytes"));
     };
     switch (v.kind()) {
-        case Kind::String: return repr_string(v.str());
-        case Kind::Undefined: return "Undefined";
-        default: break;
+        case Kind::String:
+            return repr_string(v.str());
+        case Kind::Undefined:
+            return "Undefined";
+        default:
+            break;
     }
     if (v.is_list()) {
         const List& l = v.list_ref();
@@ -246,30 +266,47 @@ std::string repr(const Value& v, size_t max_bytes) {
 
 std::string to_str(const Value& v, size_t max_bytes) {
     switch (v.kind()) {
-        case Kind::Undefined: return {};
-        case Kind::None: return "None";
-        case Kind::Bool: return v.as_bool() ? "True" : "False";
-        case Kind::Int: return std::to_string(v.as_int());
-        case Kind::Float: return py_float_repr(v.as_float());
-        case Kind::String: return v.str();
+        case Kind::Undefined:
+            return {};
+        case Kind::None:
+            return "None";
+        case Kind::Bool:
+            return v.as_bool() ? "True" : "False";
+        case Kind::Int:
+            return std::to_string(v.as_int());
+        case Kind::Float:
+            return py_float_repr(v.as_float());
+        case Kind::String:
+            return v.str();
         case Kind::List:
-        case Kind::Dict: return repr(v, max_bytes);
-        case Kind::Callable: return "<function " + v.callable_ref().name + ">";
+        case Kind::Dict:
+            return repr(v, max_bytes);
+        case Kind::Callable:
+            return "<function " + v.callable_ref().name + ">";
     }
     return {};
 }
 
 std::string type_name(const Value& v) {
     switch (v.kind()) {
-        case Kind::Undefined: return "Undefined";
-        case Kind::None: return "NoneType";
-        case Kind::Bool: return "bool";
-        case Kind::Int: return "int";
-        case Kind::Float: return "float";
-        case Kind::String: return "str";
-        case Kind::List: return v.list_ref().tuple ? "tuple" : "list";
-        case Kind::Dict: return v.dict_ref().type == Dict::Type::Namespace ? "Namespace" : "dict";
-        case Kind::Callable: return "function";
+        case Kind::Undefined:
+            return "Undefined";
+        case Kind::None:
+            return "NoneType";
+        case Kind::Bool:
+            return "bool";
+        case Kind::Int:
+            return "int";
+        case Kind::Float:
+            return "float";
+        case Kind::String:
+            return "str";
+        case Kind::List:
+            return v.list_ref().tuple ? "tuple" : "list";
+        case Kind::Dict:
+            return v.dict_ref().type == Dict::Type::Namespace ? "Namespace" : "dict";
+        case Kind::Callable:
+            return "function";
     }
     return "object";
 }
@@ -282,8 +319,10 @@ bool equals(const Value& a, const Value& b) {
     if (a.kind() != b.kind()) return false;
     switch (a.kind()) {
         case Kind::Undefined:
-        case Kind::None: return true;
-        case Kind::String: return a.str() == b.str();
+        case Kind::None:
+            return true;
+        case Kind::String:
+            return a.str() == b.str();
         case Kind::List: {
             const auto& x = a.list_ref().items;
             const auto& y = b.list_ref().items;
@@ -303,8 +342,10 @@ bool equals(const Value& a, const Value& b) {
             }
             return true;
         }
-        case Kind::Callable: return a.same_object(b);
-        default: return false;
+        case Kind::Callable:
+            return a.same_object(b);
+        default:
+            return false;
     }
 }
 
@@ -330,22 +371,25 @@ int compare(const Value& a, const Value& b) {
         }
         return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
     }
-    eval_fail("'<' not supported between instances of '" + type_name(a) + "' and '" +
-              type_name(b) + "'");
+    eval_fail("'<' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) +
+              "'");
 }
 
 std::string hash_key(const Value& v) {
     switch (v.kind()) {
-        case Kind::String: return "s" + v.str();
+        case Kind::String:
+            return "s" + v.str();
         case Kind::Bool:
-        case Kind::Int: return "i" + std::to_string(v.as_int());
+        case Kind::Int:
+            return "i" + std::to_string(v.as_int());
         case Kind::Float: {
             double f = v.as_float();
             if (std::isfinite(f) && f == std::floor(f) && std::fabs(f) < 9.2e18)
                 return "i" + std::to_string(static_cast<int64_t>(f));
             return "f" + py_float_repr(f);
         }
-        case Kind::None: return "n";
+        case Kind::None:
+            return "n";
         case Kind::List:
             if (v.list_ref().tuple) {
                 std::string k = "t(";
@@ -353,7 +397,8 @@ std::string hash_key(const Value& v) {
                 return k + ")";
             }
             break;
-        default: break;
+        default:
+            break;
     }
     eval_fail("unhashable type: '" + type_name(v) + "'");
 }

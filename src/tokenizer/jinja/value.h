@@ -33,7 +33,7 @@ struct Callable;
 class Interpreter;
 
 class Value {
-public:
+  public:
     Value() = default;
     static Value undefined(std::string hint = {});
     static Value none();
@@ -44,7 +44,8 @@ public:
     static Value list(std::vector<Value> items, bool tuple = false);
     static Value dict();
     static Value from_dict(std::shared_ptr<Dict> d);
-    static Value callable(std::string name, std::function<Value(Interpreter&, struct CallArgs&)> fn);
+    static Value callable(std::string name,
+                          std::function<Value(Interpreter&, struct CallArgs&)> fn);
 
     Kind kind() const { return kind_; }
     bool is_undefined() const { return kind_ == Kind::Undefined; }
@@ -55,7 +56,9 @@ public:
     bool is_int() const { return kind_ == Kind::Int; }
     bool is_float() const { return kind_ == Kind::Float; }
     bool is_bool() const { return kind_ == Kind::Bool; }
-    bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
+    bool is_number() const {
+        return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool;
+    }
     bool is_callable() const { return kind_ == Kind::Callable; }
 
     bool as_bool() const { return b_; }
@@ -76,7 +79,7 @@ public:
     // which also keeps reference cycles through namespace attributes harmless.
     uint64_t weight() const;
 
-private:
+  private:
     Kind kind_ = Kind::Undefined;
     union {
         int64_t i_ = 0;
@@ -128,8 +131,8 @@ std::string repr(const Value& v, size_t max_bytes = kDefaultMaxText);
 // Python equality, ordering, hashing key.
 bool equals(const Value& a, const Value& b);
 int compare(const Value& a, const Value& b);  // <0, 0, >0; throws on unorderable types
-std::string hash_key(const Value& v);           // throws on unhashable values
-std::string type_name(const Value& v);          // Python type name: 'str', 'dict', ...
+std::string hash_key(const Value& v);         // throws on unhashable values
+std::string type_name(const Value& v);        // Python type name: 'str', 'dict', ...
 
 // Python float repr: shortest round-trip digits, "1.0", "1e-05", "inf", "nan".
 std::string py_float_repr(double d);

@@ -1,0 +1,130 @@
+// Quantized models end to end: every `--quant` file type of the converter keeps the
+// logits of a tiny Gemma 4 MoE within a per-type tolerance of transformers, and an
+// importance matrix collected on calibration prompts lowers the error of a low-bit type.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "convert/convert.h"
+#include "convert/ftype.h"
+#include "convert/quantize_file.h"
+#include "model/fixture.h"
+#include "runtime/imatrix.h"
+
+using namespace hf2q;
+using namespace hf2q::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path work_dir() {
+    fs::path d = fs::path(HF2Q_BINARY_DIR) / "test-models" / "quantized";
+    fs::create_directories(d);
+    return d;
+}
+
+// The fixture converted once to F16: the input llama-quantize would get.
+std::string f16_model(const std::string& variant) {
+    fs::path out = work_dir() / (variant + "-f16.gguf");
+    if (!fs::exists(out)) {
+        convert::ConvertOptions o;
+        o.input_dir = (fs::path(HF2Q_SOURCE_DIR) / "tests" / "fixtures" / variant).string();
+        o.output_path = out.string();
+        o.out_type = convert::FileType::MOSTLY_F16;
+        o.progress = false;
+        o.threads = 2;
+        convert::convert_hf_to_gguf(o);
+    }
+    return out.string();
+}
+
+std::string quantized(const std::string& variant, ftype::FileType ft, const std::string& imatrix = "") {
+    fs::path out = work_dir() / (variant + "-" + std::string(ftype::file_type_name(ft)) + (imatrix.empty() ? "" : "-imat") + ".gguf");
+    quantize::QuantizeOptions q;
+    q.input_path = f16_model(variant);
+    q.output_path = out.string();
+    q.plan.ftype = ft;
+    q.imatrix_path = imatrix;
+    q.overwrite = true;
+    q.progress = false;
+    q.threads = 2;
+    quantize::quantize_gguf(q);
+    return out.string();
+}
+
+// Mean relative L2 error of all prompts' logits against transformers.
+double logits_error(const std::string& path, const Fixture& fx) {
+    auto m = Model::load(path);
+    double sum = 0;
+    for (const auto& p : fx.prompts) {
+        auto got = run_alone(*m, p.ids);
+        sum += rel_l2(got.data(), p.logits.data(), got.size());
+    }
+    return sum / static_cast<double>(fx.prompts.size());
+}
+
+}  // namespace
+
+// Documented tolerances (docs/quantize.md): mean relative L2 error of the logits
+// against transformers. The tiny random fixture amplifies weight error about 20x
+// (F16 storage alone gives ~1e-2), so the bounds are ~1.5x the measured errors;
+// the ordering by bits per weight is checked too.
+TEST(QuantizedModel, EveryFileTypeStaysWithinTolerance) {
+    const Fixture& fx = *fixture("moe");
+    const std::vector<std::pair<ftype::FileType, double>> bound = {
+        {ftype::FileType::MOSTLY_F16, 0.02},     {ftype::FileType::MOSTLY_Q8_0, 0.32},
+        {ftype::FileType::MOSTLY_Q6_K, 0.58},    {ftype::FileType::MOSTLY_Q5_K_M, 0.73},
+        {ftype::FileType::MOSTLY_Q5_K_S, 0.73},  {ftype::FileType::MOSTLY_Q5_1, 0.72},
+        {ftype::FileType::MOSTLY_Q5_0, 0.81},    {ftype::FileType::MOSTLY_Q4_K_M, 0.79},
+        {ftype::FileType::MOSTLY_Q4_K_S, 0.79},  {ftype::FileType::MOSTLY_Q4_1, 1.02},
+        {ftype::FileType::MOSTLY_Q4_0, 1.01},    {ftype::FileType::MOSTLY_IQ4_NL, 0.9},
+        {ftype::FileType::MOSTLY_IQ4_XS, 0.9},   {ftype::FileType::MOSTLY_MXFP4_MOE, 0.66},
+        {ftype::FileType::MOSTLY_Q3_K_L, 1.24},  {ftype::FileType::MOSTLY_Q3_K_M, 1.15},
+        {ftype::FileType::MOSTLY_Q3_K_S, 1.11},  {ftype::FileType::MOSTLY_Q2_K, 1.4},
+    };
+    std::map<ftype::FileType, double> err;
+    for (const auto& [ft, limit] : bound) {
+        err[ft] = logits_error(ft == ftype::FileType::MOSTLY_F16 ? f16_model("moe") : quantized("moe", ft), fx);
+        std::printf("[ quant ] moe %-10s mean relative L2 logits error %.4f (bound %.2f)\n",
+                    std::string(ftype::file_type_name(ft)).c_str(), err[ft], limit);
+        EXPECT_LT(err[ft], limit) << ftype::file_type_name(ft);
+    }
+    using F = ftype::FileType;
+    EXPECT_LT(err[F::MOSTLY_F16], err[F::MOSTLY_Q8_0]);
+    EXPECT_LT(err[F::MOSTLY_Q8_0], err[F::MOSTLY_Q6_K]);
+    EXPECT_LT(err[F::MOSTLY_Q6_K], err[F::MOSTLY_Q4_K_M]);
+    EXPECT_LT(err[F::MOSTLY_Q4_K_M], err[F::MOSTLY_Q2_K]);
+}
+
+// An imatrix collected on calibration token sequences (different from the
+// evaluation prompts) lowers the logits error of the 2-bit quantization by at least
+// 5% (measured: about 9%). At 3 bits the tiny model shows no gain (about -1%), so
+// only Q2_K is asserted.
+TEST(QuantizedModel, ImatrixLowersLowBitError) {
+    const Fixture& fx = *fixture("moe");
+    auto f16 = Model::load(f16_model("moe"));
+    runtime::ImatrixCollector collector(8);
+    ContextOptions co = small_context(1);
+    co.matmul_observer = collector.observer();
+    auto ctx = Context::create(*f16, co);
+    for (int chunk = 0; chunk < 6; ++chunk) {
+        std::vector<BatchToken> b;
+        for (int32_t t = 0; t < 48; ++t) b.push_back({3 + (chunk * 97 + t * 31) % 509, 0, t, t == 47});
+        ctx->seq_remove(0);
+        ctx->decode(b);
+    }
+    ASSERT_FALSE(collector.entries().empty());
+    EXPECT_TRUE(collector.entries().count("blk.0.ffn_gate_up_exps.weight"));
+    EXPECT_EQ(collector.entries().at("blk.0.ffn_gate_up_exps.weight").n_mats, 8);
+    const std::string imat = (work_dir() / "moe.imatrix.gguf").string();
+    collector.save(imat, {"synthetic token chunks"}, 6, 48);
+
+    const auto ft = ftype::FileType::MOSTLY_Q2_K;
+    double plain = logits_error(quantized("moe", ft), fx);
+    double with = logits_error(quantized("moe", ft, imat), fx);
+    std::printf("[ imatrix ] q2_k: logits error %.4f without, %.4f with imatrix (%.1f%% lower)\n", plain, with,
+                100.0 * (plain - with) / plain);
+    EXPECT_LT(with, 0.95 * plain);
+}
