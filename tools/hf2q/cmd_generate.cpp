@@ -1,25 +1,39 @@
 // hf2q generate: run a prompt through the model and continue it.
+//
+// Two modes: text (-p TEXT or -f FILE, tokenized with the GGUF's tokenizer, one BOS,
+// continuation streamed to stdout) and token ids (--token-ids, used exactly as given,
+// no tokenizer needed: ids out, optionally the prompt logits dumped).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "args.h"
 #include "command.h"
 #include "core/error.h"
+#include "gguf/gguf.h"
 #include "hf2q/engine.h"
+#include "runtime/generation.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hf2q::cli {
 namespace {
 
 struct GenerateOptions {
     std::string model;
+    std::string prompt;
+    std::string prompt_file;
     std::string token_ids;
     int32_t n_predict = 32;
-    float temp = 0.0f;
+    runtime::SamplerParams sampler;
+    std::vector<std::string> stop;
+    bool ignore_eos = false;
+    bool special = false;
     std::string dump_logits;
     bool json = false;
     int32_t threads = 0;
@@ -27,10 +41,6 @@ struct GenerateOptions {
     int32_t ubatch = 512;
     std::string backend = "cpu";
 };
-
-int32_t argmax(const float* v, int64_t n) {
-    return static_cast<int32_t>(std::max_element(v, v + n) - v);
-}
 
 void dump_logits(const std::string& path, const Context& ctx, int32_t n_rows) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -51,63 +61,121 @@ std::vector<int32_t> parse_token_ids(const std::string& s) {
     return ids;
 }
 
-int run_generate(const std::vector<std::string>& args) {
-    GenerateOptions o;
-    ArgParser p("generate", "-m MODEL --token-ids IDS [options]",
-                "Run a prompt through a Gemma 4 GGUF model in one batched forward pass, then\n"
-                "continue it token by token (greedy at --temp 0).");
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot read prompt file '", path, "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) fail("failed reading prompt file '", path, "'");
+    return ss.str();
+}
+
+void add_flags(ArgParser& p, GenerateOptions& o) {
     p.option("-m,--model", "FILE", "GGUF model to load", &o.model, true);
-    p.option("--token-ids", "IDS", "prompt as comma-separated token ids, used exactly as given (no BOS added)",
-             &o.token_ids, true);
-    p.option("-n,--n-predict", "N", "tokens to generate", &o.n_predict);
-    p.option("--temp", "T", "sampling temperature (0: greedy)", &o.temp);
+    p.option("-p,--prompt", "TEXT",
+             "prompt text (tokenized with the model's tokenizer, BOS added once)", &o.prompt);
+    p.option("-f,--file", "FILE", "read the prompt text from FILE", &o.prompt_file);
+    p.option("--token-ids", "IDS",
+             "prompt as comma-separated token ids, used exactly as given (no BOS added)",
+             &o.token_ids);
+    p.option("-n,--n-predict", "N",
+             "tokens to generate (-1: until end of generation or context full; text mode)",
+             &o.n_predict);
+    p.option("--temp", "T", "sampling temperature (0: greedy)", &o.sampler.temperature);
+    p.option("--top-k", "K", "keep the K most likely tokens (0: off)", &o.sampler.top_k);
+    p.option("--top-p", "P", "nucleus sampling mass (1: off)", &o.sampler.top_p);
+    p.option("--min-p", "P", "drop tokens below P x the top probability (0: off)",
+             &o.sampler.min_p);
+    p.option("--repeat-penalty", "X", "repetition penalty (1: off)", &o.sampler.repeat_penalty);
+    p.option("--presence-penalty", "X", "presence penalty (0: off)", &o.sampler.presence_penalty);
+    p.option("--frequency-penalty", "X", "frequency penalty (0: off)",
+             &o.sampler.frequency_penalty);
+    p.option("--repeat-last-n", "N", "penalty window in tokens (-1: all)",
+             &o.sampler.penalty_last_n);
+    p.option("-s,--seed", "N", "sampling seed", &o.sampler.seed);
+    p.option("--stop", "TEXT", "stop when the output contains TEXT (repeatable; text mode)",
+             &o.stop);
+    p.flag("--ignore-eos", "do not stop at end-of-generation tokens (they are banned)",
+           &o.ignore_eos);
+    p.flag("--special", "print control tokens (e.g. <turn|>) as text", &o.special);
     p.option("--dump-logits", "FILE",
-             "write float32 logits of every prompt position, [n_prompt][n_vocab] little-endian", &o.dump_logits);
-    p.flag("--json", "print one JSON object {\"prompt_tokens\": [...], \"generated_tokens\": [...]}", &o.json);
+             "write float32 logits of every prompt position, [n_prompt][n_vocab] little-endian",
+             &o.dump_logits);
+    p.flag("--json",
+           "print one JSON object {\"prompt_tokens\": [...], \"generated_tokens\": [...]} "
+           "(text mode adds \"text\" and \"finish_reason\")",
+           &o.json);
     p.option("-t,--threads", "N", "CPU threads (0: all cores)", &o.threads);
     p.option("-c,--ctx-size", "N", "context size (0: prompt + n-predict)", &o.ctx_size);
     p.option("-ub,--ubatch-size", "N", "tokens per forward micro-batch", &o.ubatch);
     p.option("--backend", "NAME", "cpu or cuda", &o.backend);
-    if (!p.parse(args)) return 0;
-    if (o.backend != "cpu" && o.backend != "cuda") fail("--backend must be cpu or cuda, got '", o.backend, "'");
-    if (o.n_predict < 0) fail("--n-predict must not be negative");
-    if (o.temp != 0.0f) fail("--temp other than 0 needs the sampler, which is not wired into generate yet");
-    std::vector<int32_t> prompt = parse_token_ids(o.token_ids);
+}
 
-    auto model = Model::load(o.model);
+std::unique_ptr<Context> make_context(const Model& model, const GenerateOptions& o,
+                                      size_t n_prompt) {
     ContextOptions co;
     co.n_seq_max = 1;
-    co.n_ctx = o.ctx_size > 0 ? o.ctx_size : static_cast<int32_t>(prompt.size()) + o.n_predict;
+    if (o.ctx_size > 0) {
+        co.n_ctx = o.ctx_size;
+    } else if (o.n_predict >= 0) {
+        co.n_ctx = static_cast<int32_t>(
+            std::min<int64_t>(INT32_MAX, static_cast<int64_t>(n_prompt) + o.n_predict));
+    } else {
+        const int64_t train = model.info().n_ctx_train > 0 ? model.info().n_ctx_train : 4096;
+        co.n_ctx = static_cast<int32_t>(
+            std::max<int64_t>(static_cast<int64_t>(n_prompt), std::min<int64_t>(train, 4096)));
+    }
     co.n_ubatch = o.ubatch;
     co.n_threads = o.threads;
     co.backend = o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu;
-    auto ctx = Context::create(*model, co);
+    return Context::create(model, co);
+}
 
-    const bool all_logits = !o.dump_logits.empty();
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < prompt.size(); ++i)
-        batch.push_back({prompt[i], 0, static_cast<int32_t>(i), all_logits || i + 1 == prompt.size()});
-    ctx->decode(batch);
-    if (all_logits) dump_logits(o.dump_logits, *ctx, static_cast<int32_t>(prompt.size()));
+runtime::GenerationParams generation_params(const GenerateOptions& o) {
+    runtime::GenerationParams gp;
+    gp.n_predict = o.n_predict;
+    gp.sampler = o.sampler;
+    gp.stop = o.stop;
+    gp.ignore_eos = o.ignore_eos;
+    gp.parse_output = false;  // a plain continuation: the raw text
+    gp.show_special = o.special;
+    gp.all_prompt_logits = !o.dump_logits.empty();
+    return gp;
+}
 
-    std::vector<int32_t> generated;
-    const float* last = ctx->logits(ctx->n_outputs() - 1);
-    int32_t pos = static_cast<int32_t>(prompt.size());
-    for (int32_t i = 0; i < o.n_predict; ++i) {
-        int32_t tok = argmax(last, ctx->n_vocab());
-        generated.push_back(tok);
-        if (!o.json) {
-            std::printf("%s%d", i ? " " : "", tok);
+void print_timings(const runtime::GenerationResult& r) {
+    const int32_t n_eval = r.n_prompt - r.n_prompt_cached;
+    std::fprintf(stderr, "\nprompt eval: %6d tokens in %9.2f ms (%9.2f tokens/s)\n", n_eval,
+                 r.prompt_seconds * 1e3, r.prompt_tokens_per_second());
+    std::fprintf(stderr, "       eval: %6zu tokens in %9.2f ms (%9.2f tokens/s)  finish: %s\n",
+                 r.tokens.size(), r.gen_seconds * 1e3, r.gen_tokens_per_second(),
+                 runtime::finish_reason_name(r.finish_reason));
+}
+
+// Token ids in, token ids out; no tokenizer is read.
+int run_token_ids(const GenerateOptions& o) {
+    if (o.n_predict < 0) fail("--n-predict must not be negative with --token-ids");
+    if (!o.stop.empty()) fail("--stop needs text mode (-p or -f): token-id mode has no tokenizer");
+    std::vector<int32_t> prompt = parse_token_ids(o.token_ids);
+    auto model = Model::load(o.model);
+    auto ctx = make_context(*model, o, prompt.size());
+    runtime::Generator gen(*ctx, nullptr);
+    runtime::GenerationCallbacks cb;
+    if (!o.dump_logits.empty())
+        cb.on_prefill = [&](const Context& c, int32_t) {
+            dump_logits(o.dump_logits, c, static_cast<int32_t>(prompt.size()));
+        };
+    size_t n_printed = 0;
+    if (!o.json)
+        cb.on_token = [&](int32_t tok) {
+            std::printf("%s%d", n_printed++ ? " " : "", tok);
             std::fflush(stdout);
-        }
-        if (i + 1 == o.n_predict) break;
-        ctx->decode({{tok, 0, pos++, true}});
-        last = ctx->logits(0);
-    }
+        };
+    const runtime::GenerationResult r = gen.generate(prompt, generation_params(o), cb);
     if (o.json) {
         nlohmann::json j;
         j["prompt_tokens"] = prompt;
-        j["generated_tokens"] = generated;
+        j["generated_tokens"] = r.tokens;
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf("\n");
@@ -115,8 +183,70 @@ int run_generate(const std::vector<std::string>& args) {
     return 0;
 }
 
+int run_text(const GenerateOptions& o) {
+    if (!o.prompt.empty() && !o.prompt_file.empty())
+        fail("give the prompt with -p or -f, not both");
+    const std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
+    auto file = gguf::File::open(o.model);
+    if (!file->has("tokenizer.ggml.model"))
+        fail("'", o.model, "' has no tokenizer (tokenizer.* metadata); use --token-ids");
+    const tokenizer::Tokenizer tok(tokenizer::load_vocab(*file));
+    file.reset();
+    // Control-token text in the prompt (e.g. "<|turn>") becomes that token.
+    const std::vector<int32_t> prompt =
+        tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+    if (prompt.empty()) fail("the prompt is empty and the tokenizer adds no BOS");
+    auto model = Model::load(o.model);
+    auto ctx = make_context(*model, o, prompt.size());
+    runtime::Generator gen(*ctx, &tok);
+    runtime::GenerationCallbacks cb;
+    if (!o.dump_logits.empty())
+        cb.on_prefill = [&](const Context& c, int32_t) {
+            dump_logits(o.dump_logits, c, static_cast<int32_t>(prompt.size()));
+        };
+    if (!o.json)
+        cb.on_content = [](std::string_view s) {
+            std::fwrite(s.data(), 1, s.size(), stdout);
+            std::fflush(stdout);
+        };
+    const runtime::GenerationResult r = gen.generate(prompt, generation_params(o), cb);
+    if (o.json) {
+        nlohmann::json j;
+        j["prompt_tokens"] = prompt;
+        j["generated_tokens"] = r.tokens;
+        j["text"] = r.text;
+        j["finish_reason"] = runtime::finish_reason_name(r.finish_reason);
+        // Invalid UTF-8 (a random model's stray bytes) is replaced, not an error.
+        std::printf("%s\n",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+        std::printf("\n");
+        std::fflush(stdout);
+    }
+    print_timings(r);
+    return 0;
+}
+
+int run_generate(const std::vector<std::string>& args) {
+    GenerateOptions o;
+    o.sampler.temperature = 0.0f;  // deterministic unless asked
+    ArgParser p("generate", "-m MODEL (-p TEXT | -f FILE | --token-ids IDS) [options]",
+                "Run a prompt through a Gemma 4 GGUF model in one batched forward pass, then\n"
+                "continue it token by token (greedy at --temp 0). Text mode streams the\n"
+                "continuation to stdout and prints timings to stderr.");
+    add_flags(p, o);
+    if (!p.parse(args)) return 0;
+    if (o.backend != "cpu" && o.backend != "cuda")
+        fail("--backend must be cpu or cuda, got '", o.backend, "'");
+    const int n_modes = !o.token_ids.empty() + (p.was_set("--prompt") || p.was_set("--file"));
+    if (n_modes != 1) fail("give exactly one of -p TEXT, -f FILE or --token-ids IDS");
+    runtime::validate(o.sampler);
+    return o.token_ids.empty() ? run_text(o) : run_token_ids(o);
+}
+
 }  // namespace
 
-HF2Q_COMMAND(generate, "generate tokens from a prompt with a Gemma 4 GGUF model", run_generate);
+HF2Q_COMMAND(generate, "generate text or token ids from a prompt with a Gemma 4 GGUF model",
+             run_generate);
 
 }  // namespace hf2q::cli

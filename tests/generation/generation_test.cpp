@@ -1,0 +1,374 @@
+// Generation loop tests on the tiny MoE parity fixture (tests/fixtures/moe, random
+// weights, 512-token vocabulary) converted to GGUF, with a hand-built 512-token
+// vocabulary for the text paths.
+#include "runtime/generation.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+#include "core/error.h"
+#include "hf2q/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hf2q::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using tokenizer::TokenType;
+
+struct Reference {
+    std::vector<int32_t> ids;
+    std::vector<int32_t> greedy;
+    std::vector<float> margins;
+};
+
+struct Fixture {
+    std::unique_ptr<Model> model;
+    std::vector<Reference> prompts;
+};
+
+const Fixture& fixture() {
+    static const Fixture fx = [] {
+        Fixture f;
+        const fs::path dir = fs::path(HF2Q_SOURCE_DIR) / "tests" / "fixtures" / "moe";
+        std::ifstream js(dir / "expected.json");
+        const nlohmann::json j = nlohmann::json::parse(js);
+        for (const auto& p : j["prompts"])
+            f.prompts.push_back({p["ids"].get<std::vector<int32_t>>(),
+                                 p["greedy"].get<std::vector<int32_t>>(),
+                                 p["margins"].get<std::vector<float>>()});
+        const fs::path out = fs::path(HF2Q_BINARY_DIR) / "test-models";
+        fs::create_directories(out);
+        convert::ConvertOptions o;
+        o.input_dir = dir.string();
+        o.output_path = (out / "generation-moe-f32.gguf").string();
+        o.out_type = *convert::file_type_from_name("f32");
+        o.overwrite = true;
+        o.progress = false;
+        o.threads = 2;
+        convert::convert_hf_to_gguf(o);
+        f.model = Model::load(o.output_path);
+        return f;
+    }();
+    return fx;
+}
+
+std::unique_ptr<Context> make_context(int32_t n_ctx = 64) {
+    ContextOptions o;
+    o.n_ctx = n_ctx;
+    o.kv_block_size = 4;  // the fixture's sliding window is 8: truncation can be refused
+    o.n_threads = 2;
+    return Context::create(*fixture().model, o);
+}
+
+// 512 tokens as the fixture: control tokens 0..5, "a", "b", "ab", then " t<id>" words;
+// `custom` replaces the text and type of chosen ids.
+struct CustomToken {
+    int32_t id;
+    std::string text;
+    TokenType type;
+};
+
+tokenizer::Tokenizer test_tokenizer(int32_t eos_id = 1,
+                                    const std::vector<CustomToken>& custom = {}) {
+    tokenizer::VocabData v;
+    v.model = "gemma4";
+    auto add = [&](const std::string& text, TokenType type) {
+        v.tokens.push_back(text);
+        v.token_types.push_back(static_cast<int32_t>(type));
+    };
+    for (const char* t : {"<pad>", "<eos>", "<bos>"}) add(t, TokenType::CONTROL);
+    add("<unk>", TokenType::UNKNOWN);
+    for (const char* t : {"<|turn>", "<turn|>"}) add(t, TokenType::CONTROL);
+    for (const char* t : {"a", "b", "ab"}) add(t, TokenType::NORMAL);
+    while (v.tokens.size() < 512)
+        add("\xE2\x96\x81t" + std::to_string(v.tokens.size()), TokenType::NORMAL);
+    for (const CustomToken& c : custom) {
+        v.tokens[static_cast<size_t>(c.id)] = c.text;
+        v.token_types[static_cast<size_t>(c.id)] = static_cast<int32_t>(c.type);
+    }
+    v.merges = {"a b"};
+    v.pad_id = 0;
+    v.eos_id = eos_id;
+    v.bos_id = 2;
+    v.unk_id = 3;
+    v.add_bos = true;
+    return tokenizer::Tokenizer(std::move(v));
+}
+
+GenerationParams greedy(int32_t n) {
+    GenerationParams p;
+    p.n_predict = n;
+    p.sampler.temperature = 0.0f;
+    return p;
+}
+
+// Number of leading greedy steps whose reference margin makes the argmax unambiguous.
+size_t confident_steps(const Reference& r) {
+    size_t n = 0;
+    while (n < r.margins.size() && r.margins[n] > 1e-2f) ++n;
+    return n;
+}
+
+TEST(Generation, GreedyMatchesTransformersReference) {
+    for (const Reference& r : fixture().prompts) {
+        auto ctx = make_context();
+        Generator gen(*ctx, nullptr);
+        std::vector<int32_t> streamed;
+        GenerationCallbacks cb;
+        cb.on_token = [&](int32_t t) { streamed.push_back(t); };
+        const GenerationResult res =
+            gen.generate(r.ids, greedy(static_cast<int32_t>(r.greedy.size())), cb);
+        const size_t n = confident_steps(r);
+        ASSERT_GT(n, 0u);
+        ASSERT_EQ(res.tokens.size(), r.greedy.size());
+        EXPECT_EQ(streamed, res.tokens);
+        EXPECT_EQ(std::vector<int32_t>(res.tokens.begin(),
+                                       res.tokens.begin() + static_cast<std::ptrdiff_t>(n)),
+                  std::vector<int32_t>(r.greedy.begin(),
+                                       r.greedy.begin() + static_cast<std::ptrdiff_t>(n)));
+        EXPECT_EQ(res.finish_reason, FinishReason::length);
+        EXPECT_EQ(res.n_prompt, static_cast<int32_t>(r.ids.size()));
+        EXPECT_EQ(res.n_prompt_cached, 0);
+        // The last token is sampled but never decoded.
+        EXPECT_EQ(res.n_decoded_generated, static_cast<int32_t>(r.greedy.size()) - 1);
+        EXPECT_EQ(ctx->seq_length(0), static_cast<int32_t>(r.ids.size() + r.greedy.size() - 1));
+    }
+}
+
+TEST(Generation, SeedReproducibility) {
+    const std::vector<int32_t>& prompt = fixture().prompts[1].ids;
+    auto run = [&](uint64_t seed) {
+        auto ctx = make_context();
+        Generator gen(*ctx, nullptr);
+        GenerationParams p;
+        p.n_predict = 16;
+        p.sampler.temperature = 1.0f;
+        p.sampler.seed = seed;
+        return gen.generate(prompt, p).tokens;
+    };
+    const std::vector<int32_t> a = run(42);
+    EXPECT_EQ(a.size(), 16u);
+    EXPECT_EQ(a, run(42));
+    EXPECT_NE(a, run(43));
+    EXPECT_NE(a, std::vector<int32_t>(fixture().prompts[1].greedy.begin(),
+                                      fixture().prompts[1].greedy.end()));
+}
+
+TEST(Generation, TextStreamsAndNPredict) {
+    const tokenizer::Tokenizer tok = test_tokenizer();
+    auto ctx = make_context();
+    Generator gen(*ctx, &tok);
+    GenerationParams p = greedy(8);
+    p.parse_output = false;
+    std::string streamed;
+    GenerationCallbacks cb;
+    cb.on_content = [&](std::string_view s) { streamed += s; };
+    const GenerationResult res = gen.generate(fixture().prompts[0].ids, p, cb);
+    EXPECT_EQ(res.finish_reason, FinishReason::length);
+    ASSERT_EQ(res.tokens.size(), 8u);
+    EXPECT_EQ(res.text, tok.decode(res.tokens));
+    EXPECT_EQ(res.content, res.text);
+    EXPECT_EQ(streamed, res.text);
+    EXPECT_FALSE(res.text.empty());
+}
+
+TEST(Generation, StopStringCutsTextAndEnds) {
+    const tokenizer::Tokenizer tok = test_tokenizer();
+    const std::vector<int32_t>& prompt = fixture().prompts[1].ids;
+    auto ctx = make_context();
+    Generator gen(*ctx, &tok);
+    GenerationParams p = greedy(10);
+    p.parse_output = false;
+    const GenerationResult full = gen.generate(prompt, p);
+    ASSERT_EQ(full.tokens.size(), 10u);
+    // Stop at the text of the fifth token (and the start of the sixth's).
+    const std::string stop = std::string(tok.token_to_piece(full.tokens[4], false)) + " t";
+    const size_t cut = full.text.find(stop);
+    ASSERT_NE(cut, std::string::npos);
+    p.stop = {stop};
+    std::string streamed;
+    GenerationCallbacks cb;
+    cb.on_content = [&](std::string_view s) { streamed += s; };
+    const GenerationResult res = gen.generate(prompt, p, cb);
+    EXPECT_EQ(res.finish_reason, FinishReason::stop);
+    EXPECT_EQ(res.text, full.text.substr(0, cut));
+    EXPECT_EQ(streamed, res.text);
+    EXPECT_LE(res.tokens.size(), 6u);
+    EXPECT_EQ(res.tokens, std::vector<int32_t>(full.tokens.begin(),
+                                               full.tokens.begin() +
+                                                   static_cast<std::ptrdiff_t>(res.tokens.size())));
+    // The cache held 16 positions and the window is 8: truncating to the prompt was
+    // refused, so the prompt was prefilled again.
+    EXPECT_EQ(res.n_prompt_cached, 0);
+}
+
+TEST(Generation, EndOfGenerationTokenAndIgnoreEos) {
+    const Reference& r = fixture().prompts[1];
+    const tokenizer::Tokenizer tok = test_tokenizer(r.greedy[0]);  // first greedy token is EOS
+    ASSERT_TRUE(tok.is_eog(r.greedy[0]));
+    auto ctx = make_context();
+    Generator gen(*ctx, &tok);
+    GenerationParams p = greedy(6);
+    const GenerationResult eog = gen.generate(r.ids, p);
+    EXPECT_EQ(eog.finish_reason, FinishReason::eog);
+    EXPECT_EQ(eog.tokens, std::vector<int32_t>{r.greedy[0]});
+    EXPECT_TRUE(eog.text.empty());
+    p.ignore_eos = true;
+    const GenerationResult ignored = gen.generate(r.ids, p);
+    EXPECT_EQ(ignored.finish_reason, FinishReason::length);
+    ASSERT_EQ(ignored.tokens.size(), 6u);
+    for (int32_t t : ignored.tokens) EXPECT_FALSE(tok.is_eog(t));
+}
+
+// Prompt 1's greedy continuation is 224 320 79 236 452 20 20 224 (all margins > 0.2):
+// naming those tokens makes the model "write" Gemma 4 markup.
+std::vector<CustomToken> markup_tokens(const char* token20) {
+    return {{224, "<|channel>", TokenType::CONTROL},
+            {320, "thought\n", TokenType::NORMAL},
+            {79, "Hmm", TokenType::NORMAL},
+            {236, "<channel|>", TokenType::CONTROL},
+            {452, "Hi", TokenType::NORMAL},
+            {20, token20, token20[0] == '<' ? TokenType::CONTROL : TokenType::NORMAL}};
+}
+
+TEST(Generation, ParsesReasoningAndContent) {
+    const Reference& r = fixture().prompts[1];
+    ASSERT_EQ(std::vector<int32_t>(r.greedy.begin(), r.greedy.begin() + 7),
+              (std::vector<int32_t>{224, 320, 79, 236, 452, 20, 20}));
+    const tokenizer::Tokenizer tok = test_tokenizer(1, markup_tokens("!"));
+    auto ctx = make_context();
+    Generator gen(*ctx, &tok);
+    std::string reasoning, content;
+    GenerationCallbacks cb;
+    cb.on_reasoning = [&](std::string_view s) { reasoning += s; };
+    cb.on_content = [&](std::string_view s) { content += s; };
+    const GenerationResult res = gen.generate(r.ids, greedy(7), cb);
+    EXPECT_EQ(res.finish_reason, FinishReason::length);
+    EXPECT_EQ(res.text, "<|channel>thought\nHmm<channel|>Hi!!");
+    EXPECT_EQ(res.reasoning, "Hmm");
+    EXPECT_EQ(res.content, "Hi!!");
+    EXPECT_EQ(reasoning, res.reasoning);
+    EXPECT_EQ(content, res.content);
+
+    // Without parsing (and without control tokens) the raw text is the content.
+    GenerationParams raw = greedy(7);
+    raw.parse_output = false;
+    const GenerationResult plain = gen.generate(r.ids, raw);
+    EXPECT_EQ(plain.content, "thought\nHmmHi!!");
+    EXPECT_TRUE(plain.reasoning.empty());
+
+    // A stop string inside the reasoning ends it there.
+    GenerationParams stop = greedy(7);
+    stop.stop = {"mm<"};
+    const GenerationResult stopped = gen.generate(r.ids, stop);
+    EXPECT_EQ(stopped.finish_reason, FinishReason::stop);
+    EXPECT_EQ(stopped.reasoning, "H");
+    EXPECT_EQ(stopped.tokens.size(), 4u);
+}
+
+TEST(Generation, EndOfTurnTokenEndsReply) {
+    const Reference& r = fixture().prompts[1];
+    std::vector<CustomToken> custom = markup_tokens("<turn|>");
+    custom.push_back({5, "<unused5>", TokenType::UNUSED});  // frees the text "<turn|>"
+    const tokenizer::Tokenizer tok = test_tokenizer(1, custom);
+    ASSERT_TRUE(tok.is_eog(20));
+    auto ctx = make_context();
+    Generator gen(*ctx, &tok);
+    const GenerationResult res = gen.generate(r.ids, greedy(12));
+    EXPECT_EQ(res.finish_reason, FinishReason::eog);
+    EXPECT_EQ(res.tokens.size(), 6u);
+    EXPECT_EQ(res.content, "Hi");
+    EXPECT_EQ(res.reasoning, "Hmm");
+}
+
+TEST(Generation, ContextFullEndsWithLength) {
+    const std::vector<int32_t>& prompt = fixture().prompts[0].ids;  // 1 token
+    auto ctx = make_context(5);
+    Generator gen(*ctx, nullptr);
+    const GenerationResult res = gen.generate(prompt, greedy(-1));
+    EXPECT_EQ(res.finish_reason, FinishReason::length);
+    EXPECT_EQ(res.tokens.size(), 5u);  // positions 1..4 decoded, the fifth token sampled only
+    EXPECT_EQ(ctx->seq_length(0), 5);
+    std::vector<int32_t> too_long(6, 10);
+    EXPECT_THROW(gen.generate(too_long, greedy(1)), Error);
+}
+
+TEST(Generation, ChatTurnDecodesOnlyNewTokens) {
+    const std::vector<int32_t>& first = fixture().prompts[2].ids;
+    auto ctx = make_context();
+    Generator gen(*ctx, nullptr);
+    const GenerationResult r1 = gen.generate(first, greedy(4));
+    ASSERT_EQ(r1.tokens.size(), 4u);
+    // Next turn: the conversation so far (prompt + reply) plus a new user message.
+    std::vector<int32_t> second = first;
+    second.insert(second.end(), r1.tokens.begin(), r1.tokens.end());
+    for (int32_t t : {4, 300, 301, 5}) second.push_back(t);
+    const int32_t cached = static_cast<int32_t>(gen.cached().size());
+    EXPECT_EQ(cached, static_cast<int32_t>(first.size()) + 3);
+    const GenerationResult r2 = gen.generate(second, greedy(5));
+    EXPECT_EQ(r2.n_prompt_cached, cached);
+    EXPECT_EQ(r2.n_prompt, static_cast<int32_t>(second.size()));
+
+    auto fresh_ctx = make_context();
+    Generator fresh(*fresh_ctx, nullptr);
+    const GenerationResult ref = fresh.generate(second, greedy(5));
+    EXPECT_EQ(ref.n_prompt_cached, 0);
+    EXPECT_EQ(r2.tokens, ref.tokens);
+}
+
+TEST(Generation, DivergingPromptFallsBackToFullPrefill) {
+    const std::vector<int32_t>& base = fixture().prompts[3].ids;  // 40 tokens
+    auto ctx = make_context();
+    Generator gen(*ctx, nullptr);
+    gen.generate(base, greedy(2));
+    // Differs at position 2: the sliding-window layers (window 8) released that far back.
+    std::vector<int32_t> edited = base;
+    edited[2] = (edited[2] + 1) % 512;
+    const GenerationResult r = gen.generate(edited, greedy(4));
+    EXPECT_EQ(r.n_prompt_cached, 0);
+    // Differs in the last position only, the cache holding exactly the prompt: the
+    // truncation stays inside the window and the common prefix is kept.
+    gen.reset();
+    gen.generate(edited, greedy(1));
+    ASSERT_EQ(gen.cached(), edited);
+    std::vector<int32_t> tail = edited;
+    tail.back() = (tail.back() + 1) % 512;
+    const GenerationResult t = gen.generate(tail, greedy(4));
+    EXPECT_EQ(t.n_prompt_cached, static_cast<int32_t>(tail.size()) - 1);
+
+    for (const auto& [prompt, got] : {std::pair{&edited, &r}, std::pair{&tail, &t}}) {
+        auto fresh_ctx = make_context();
+        Generator fresh(*fresh_ctx, nullptr);
+        EXPECT_EQ(fresh.generate(*prompt, greedy(4)).tokens, got->tokens);
+    }
+}
+
+TEST(Generation, RejectsBadInput) {
+    auto ctx = make_context();
+    Generator gen(*ctx, nullptr);
+    EXPECT_THROW(gen.generate({}, greedy(1)), Error);
+    EXPECT_THROW(gen.generate({512}, greedy(1)), Error);
+    GenerationParams p = greedy(1);
+    p.stop = {"x"};
+    EXPECT_THROW(gen.generate({2}, p), Error);  // stop strings without a tokenizer
+    p = greedy(1);
+    p.sampler.temperature = -1.0f;
+    EXPECT_THROW(gen.generate({2}, p), Error);
+    GenerationCallbacks text_cb;
+    text_cb.on_content = [](std::string_view) {};
+    EXPECT_THROW(gen.generate({2}, greedy(1), text_cb), Error);  // text without a tokenizer
+    EXPECT_THROW(Generator(*ctx, nullptr, 1), Error);
+    EXPECT_NO_THROW(gen.generate({2}, greedy(1)));  // still usable after the refusals
+}
+
+}  // namespace
+}  // namespace hf2q::runtime
