@@ -486,11 +486,13 @@ TEST(Convert, NoOutputLeftOnFailureAndOverwriteRules) {
     EXPECT_EQ(fs::file_size(shard), size);
 }
 
-TEST(Convert, TokenizerHookIsOptional) {
+// Without tokenizer.json the model converts without tokenizer metadata (and says
+// so); a tokenizer.json that is present but broken is an error naming the file,
+// and no output is left behind.
+TEST(Convert, TokenizerIsOptionalButValidated) {
     TempDir d;
     TinySpec s;
     write_tiny_model(d.path(), s);
-    write_text(d.path() / "tokenizer.json", "{}");
     ConvertOptions o;
     o.input_dir = d.path().string();
     o.output_path = (d.path() / "o.gguf").string();
@@ -501,6 +503,17 @@ TEST(Convert, TokenizerHookIsOptional) {
     bool saw = false;
     for (const auto& m : logs) saw |= m.find("tokenizer") != std::string::npos;
     EXPECT_TRUE(saw);
+    EXPECT_FALSE(gguf::File::open(o.output_path)->has("tokenizer.ggml.model"));
+
+    write_text(d.path() / "tokenizer.json", "{}");
+    o.output_path = (d.path() / "broken.gguf").string();
+    try {
+        convert_hf_to_gguf(o);
+        ADD_FAILURE() << "a broken tokenizer.json was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("tokenizer.json"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(o.output_path));
 }
 
 TEST(Convert, TensorTypeRulesAndFileTypeNames) {
