@@ -4,13 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
 #include "convert/convert.h"
 #include "convert/ftype.h"
 #include "convert/quantize_file.h"
+#include "gguf/gguf.h"
 #include "model/fixture.h"
+#include "quant/quant.h"
 #include "runtime/imatrix.h"
 
 using namespace hf2q;
@@ -127,4 +130,39 @@ TEST(QuantizedModel, ImatrixLowersLowBitError) {
     std::printf("[ imatrix ] q2_k: logits error %.4f without, %.4f with imatrix (%.1f%% lower)\n", plain, with,
                 100.0 * (plain - with) / plain);
     EXPECT_LT(with, 0.95 * plain);
+}
+
+// Every quantized tensor of every `--quant` type holds exactly the bytes of ggml's
+// reference quantizer applied to the F16 input (the quantizers are checked against
+// ggml's own output in tests/quant), and tensors llama-quantize leaves alone are
+// copied unchanged.
+TEST(QuantizedModel, TensorBytesEqualReferenceQuantizer) {
+    const std::string in_path = f16_model("moe");
+    auto in = gguf::File::open(in_path);
+    for (const auto& name : ftype::file_type_names()) {
+        const ftype::FileType ft = *ftype::file_type_from_name(name);
+        if (!ftype::is_quantized(ftype::default_type(ft))) continue;
+        auto out = gguf::File::open(quantized("moe", ft));
+        ASSERT_EQ(out->tensors().size(), in->tensors().size());
+        size_t n_quantized = 0;
+        for (const auto& t : out->tensors()) {
+            const auto* src = in->find_tensor(t.name);
+            ASSERT_NE(src, nullptr) << t.name;
+            ASSERT_EQ(src->n_elements(), t.n_elements()) << t.name;
+            if (t.type == src->type) {
+                EXPECT_EQ(0, std::memcmp(t.data, src->data, t.nbytes)) << t.name << " should be copied unchanged";
+                continue;
+            }
+            ++n_quantized;
+            const int64_t rows = t.n_elements() / t.ne[0];
+            std::vector<float> f(static_cast<size_t>(t.n_elements()));
+            for (int64_t r = 0; r < rows; ++r)
+                quant::dequantize_row(src->type, src->data + r * src->row_bytes(), f.data() + r * t.ne[0], t.ne[0]);
+            std::vector<uint8_t> want(t.nbytes);
+            quant::quantize(t.type, f.data(), want.data(), rows, t.ne[0], nullptr);
+            EXPECT_EQ(0, std::memcmp(want.data(), t.data, t.nbytes))
+                << ftype::file_type_name(ft) << ": " << t.name << " (" << ggml_type_name(t.type) << ")";
+        }
+        EXPECT_GT(n_quantized, 0u) << ftype::file_type_name(ft);
+    }
 }
