@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "args.h"
+#include "sampling_flags.h"
 #include "command.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -58,18 +59,7 @@ void add_flags(ArgParser& p, ChatOptions& o) {
              &o.template_file);
     p.option("-n,--n-predict", "N", "max tokens per reply (-1: until end of turn or context full)",
              &o.n_predict);
-    p.option("--temp", "T", "sampling temperature (0: greedy)", &o.sampler.temperature);
-    p.option("--top-k", "K", "keep the K most likely tokens (0: off)", &o.sampler.top_k);
-    p.option("--top-p", "P", "nucleus sampling mass (1: off)", &o.sampler.top_p);
-    p.option("--min-p", "P", "drop tokens below P x the top probability (0: off)",
-             &o.sampler.min_p);
-    p.option("--repeat-penalty", "X", "repetition penalty (1: off)", &o.sampler.repeat_penalty);
-    p.option("--presence-penalty", "X", "presence penalty (0: off)", &o.sampler.presence_penalty);
-    p.option("--frequency-penalty", "X", "frequency penalty (0: off)",
-             &o.sampler.frequency_penalty);
-    p.option("--repeat-last-n", "N", "penalty window in tokens (-1: all)",
-             &o.sampler.penalty_last_n);
-    p.option("-s,--seed", "N", "sampling seed", &o.sampler.seed);
+    add_sampling_flags(p, o.sampler);
     p.option("-t,--threads", "N", "CPU threads (0: all cores)", &o.threads);
     p.option("-c,--ctx-size", "N", "context size in tokens (whole conversation)", &o.ctx_size);
     p.option("-ub,--ubatch-size", "N", "tokens per forward micro-batch", &o.ubatch);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "args.h"
+#include "sampling_flags.h"
 #include "command.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -81,18 +82,7 @@ void add_flags(ArgParser& p, GenerateOptions& o) {
     p.option("-n,--n-predict", "N",
              "tokens to generate (-1: until end of generation or context full; text mode)",
              &o.n_predict);
-    p.option("--temp", "T", "sampling temperature (0: greedy)", &o.sampler.temperature);
-    p.option("--top-k", "K", "keep the K most likely tokens (0: off)", &o.sampler.top_k);
-    p.option("--top-p", "P", "nucleus sampling mass (1: off)", &o.sampler.top_p);
-    p.option("--min-p", "P", "drop tokens below P x the top probability (0: off)",
-             &o.sampler.min_p);
-    p.option("--repeat-penalty", "X", "repetition penalty (1: off)", &o.sampler.repeat_penalty);
-    p.option("--presence-penalty", "X", "presence penalty (0: off)", &o.sampler.presence_penalty);
-    p.option("--frequency-penalty", "X", "frequency penalty (0: off)",
-             &o.sampler.frequency_penalty);
-    p.option("--repeat-last-n", "N", "penalty window in tokens (-1: all)",
-             &o.sampler.penalty_last_n);
-    p.option("-s,--seed", "N", "sampling seed", &o.sampler.seed);
+    add_sampling_flags(p, o.sampler);
     p.option("--stop", "TEXT", "stop when the output contains TEXT (repeatable; text mode)",
              &o.stop);
     p.flag("--ignore-eos", "do not stop at end-of-generation tokens (they are banned)",
