@@ -10,4 +10,4 @@ cmake --build build -j"$(nproc)" --target hf2q
 mkdir -p out
 ./build/bin/hf2q convert tests/fixtures/moe -o out/tiny-moe.gguf --quant bf16 --force
 ./build/bin/hf2q info out/tiny-moe.gguf --no-tensors
-./build/bin/hf2q generate -m out/tiny-moe.gguf --token-ids 2,818,5,279,41 -n 16 --json
+./build/bin/hf2q generate -m out/tiny-moe.gguf --token-ids 2,118,5,279,41 -n 16 --json
