@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace hf2q::tokenizer {
@@ -52,23 +53,6 @@ void partition(const Tokenizer::Impl& im, std::string_view text, bool parse_spec
     }
 }
 
-void append_utf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
 
 // Decodes one code point at s[i] with llama.cpp's lenient rules (lead byte decides the
 // length; only the continuation-byte pattern is checked, so overlong forms and
@@ -124,7 +108,7 @@ void clean_text(std::string_view raw, std::string& out) {
             cp = 0xFFFD;
             ++i;
         }
-        append_utf8(cp > 0x10FFFF ? 0xFFFDu : cp, out);
+        utf8_append(out, cp > 0x10FFFF ? 0xFFFDu : cp);
     }
 }
 

@@ -4,6 +4,8 @@
 // Invalid UTF-8 bytes count as one code point each and are never altered.
 #pragma once
 
+#include "core/utf8.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,7 +17,7 @@ namespace hf2q::jinja {
 // Decodes one code point at s[pos]; sets `len` to the bytes used (1 for invalid bytes,
 // which decode as 0xFFFFFFFF so they match no character class).
 uint32_t utf8_decode(std::string_view s, size_t pos, size_t& len);
-void utf8_append(std::string& out, uint32_t cp);
+using hf2q::utf8_append;  // core/utf8.h
 // Byte offsets of every code point, plus s.size() at the end.
 std::vector<size_t> utf8_offsets(std::string_view s);
 size_t utf8_length(std::string_view s);
