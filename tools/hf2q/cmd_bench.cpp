@@ -14,6 +14,7 @@
 #include "command.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "gguf/summary.h"
 #include "hf2q/engine.h"
 
 namespace hf2q::cli {
@@ -164,8 +165,9 @@ int run_bench(const std::vector<std::string>& args) {
                            {"tflops", tflops}, {"gbs", gbs}, {"backend", o.backend}, {"model", info.name},
                            {"params", info.n_params}, {"bytes", info.n_bytes}});
         } else {
-            std::printf("| %s | %s | %.2f B | %s | %s | %.2f ± %.2f | %.2f (%.1f%%) | %s |\n", info.name.c_str(),
-                        format_bytes(info.n_bytes).c_str(), static_cast<double>(info.n_params) / 1e9,
+            std::printf("| %s | %s | %s | %s | %s | %.2f ± %.2f | %.2f (%.1f%%) | %s |\n", info.name.c_str(),
+                        format_bytes(info.n_bytes).c_str(),
+                        gguf::human_count(static_cast<uint64_t>(info.n_params)).c_str(),
                         o.backend.c_str(), r.test.c_str(), tps, r.sd_tps(), tflops, 100.0 * tflops / kPeakBf16Tflops,
                         prompt ? "-" : (std::to_string(static_cast<int>(gbs)) + " (" +
                                         std::to_string(static_cast<int>(100.0 * gbs / kPeakCopyGBs)) + "%)").c_str());
