@@ -101,27 +101,6 @@ void Forward::per_layer_inputs(const BatchView& b) {
     be_.scale(pl_, 1.0f / std::sqrt(2.0f), T * LP);
 }
 
-void Forward::project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x,
-                      float* y, int64_t T, int64_t y_stride) {
-    if (observer_) {
-        const std::string full = il < 0 ? std::string(name) : "blk." + std::to_string(il) + "." + name;
-        const float* host = x;
-        if (!be_.host_memory()) {
-            observed_.resize(sz(T * w.n_in));
-            be_.download(observed_.data(), x, observed_.size() * sizeof(float));
-            host = observed_.data();
-        }
-        observer_(full, expert, host, T, w.n_in);
-    }
-    ops::MatmulParams p;
-    p.w = w;
-    p.x = x;
-    p.y = y;
-    p.n_tokens = T;
-    p.y_stride = y_stride;
-    be_.matmul(p);
-}
-
 void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits_host) {
     HF2Q_ASSERT(b.n_tokens > 0 && b.n_tokens <= max_tokens_);
     embed(b);

@@ -37,6 +37,21 @@ ops::MatmulParams linear(const ops::WeightView& w, const float* x, float* y, int
 
 }  // namespace
 
+void Forward::project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x,
+                      float* y, int64_t T, int64_t y_stride) {
+    if (observer_) {
+        const std::string full = il < 0 ? std::string(name) : "blk." + std::to_string(il) + "." + name;
+        const float* host = x;
+        if (!be_.host_memory()) {
+            observed_.resize(sz(T * w.n_in));
+            be_.download(observed_.data(), x, observed_.size() * sizeof(float));
+            host = observed_.data();
+        }
+        observer_(full, expert, host, T, w.n_in);
+    }
+    be_.matmul(linear(w, x, y, T, y_stride));
+}
+
 // x += rmsnorm(o_proj(attn(q, K, V)); post_attention_norm), with
 // q = rope(rmsnorm_h(a·Wqᵀ; q_norm)), k = rope(rmsnorm_h(a·Wkᵀ; k_norm)),
 // v = rmsnorm_h(a·Wvᵀ) (no weight; V = raw K projection on K=V layers), a = rmsnorm(x).
