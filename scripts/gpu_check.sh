@@ -1,38 +1,74 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU (the H200 of docs/performance.md): builds Release
-# with CUDA (sm_90a), runs the CUDA op tests and the model parity tests on CPU and
-# GPU, runs the CUDA op tests under compute-sanitizer (memcheck, racecheck), then
-# the benchmarks given in HF2Q_BENCH_ARGS against the model in HF2Q_BENCH_MODEL.
+# with CUDA (sm_90a) and runs the steps named in HF2Q_GPU_STEPS (comma-separated,
+# default "tests"):
+#   tests     CUDA op tests, attention tests, model parity on CPU and GPU, generation
+#   perf      op throughput tests (the DISABLED_ perf cases of the CUDA tests)
+#   sanitize  compute-sanitizer memcheck + racecheck over the CUDA tests
+#   bench26   synth gemma4-26b-a4b q4_k_m (--fast) and hf2q bench with HF2Q_BENCH_ARGS
+#   bench31   the same for gemma4-31b, benche4b for gemma4-e4b
+#   profile   hf2q bench --profile on the 26B model (per-op time shares)
+# HF2Q_BENCH_ARGS (and HF2Q_BENCH_ARGS2 for a second run on the same model) are the
+# bench flags.
 # Logs go to $OUT (or out/gpu); the last lines printed are a summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu}
 mkdir -p "$out"
 jobs=$(nproc)
+steps=",${HF2Q_GPU_STEPS:-tests},"
+bench_args=${HF2Q_BENCH_ARGS:--p 512,4096 -n 128 -b 1,8 -r 2 -ub 4096}
 summary=()
 step() {  # step NAME COMMAND...: runs, logs, records PASS/FAIL
   local name=$1; shift
   local t0=$(date +%s)
   if "$@" >"$out/$name.log" 2>&1; then summary+=("PASS $name ($(( $(date +%s) - t0 ))s)")
-  else summary+=("FAIL $name ($(( $(date +%s) - t0 ))s): see $name.log"); tail -30 "$out/$name.log"; fi
+  else summary+=("FAIL $name ($(( $(date +%s) - t0 ))s): see $name.log"); tail -40 "$out/$name.log"; fi
 }
+has() { [[ $steps == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv >"$out/gpu.txt" 2>&1
+git rev-parse --short HEAD >"$out/commit.txt" 2>/dev/null
 step configure cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON
-step build_tests cmake --build build-gpu -j"$jobs" --target test_cuda_ops test_model
-step build_cli cmake --build build-gpu -j"$jobs" --target hf2q
-step cuda_ops ./build-gpu/bin/test_cuda_ops
-step model ./build-gpu/bin/test_model
-if command -v compute-sanitizer >/dev/null; then
-  step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 ./build-gpu/bin/test_cuda_ops
-  step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 ./build-gpu/bin/test_cuda_ops
-  step memcheck_model compute-sanitizer --tool memcheck --error-exitcode 1 ./build-gpu/bin/test_model --gtest_filter='*Cuda*'
+targets="hf2q test_cuda_ops test_model"
+[ -f tests/cuda/attention_test.cpp ] && targets="$targets test_cuda_attention"
+has tests && targets="$targets test_generation"
+step build cmake --build build-gpu -j"$jobs" --target $targets
+bin=./build-gpu/bin
+if has tests; then
+  step cuda_ops $bin/test_cuda_ops
+  [ -x $bin/test_cuda_attention ] && step cuda_attention $bin/test_cuda_attention
+  step model $bin/test_model
+  step generation $bin/test_generation
 fi
-if [ -n "${HF2Q_SYNTH_ARGS:-}" ]; then
-  step synth bash -c "/usr/bin/time -v ./build-gpu/bin/hf2q synth $HF2Q_SYNTH_ARGS"
+if has perf; then
+  step perf_ops $bin/test_cuda_ops --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_*'
+  [ -x $bin/test_cuda_attention ] &&
+    step perf_attention $bin/test_cuda_attention --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_*'
+  grep -h "\[ perf \]" "$out"/perf_*.log
 fi
-if [ -n "${HF2Q_BENCH_MODEL:-}" ]; then
-  step bench ./build-gpu/bin/hf2q bench -m "$HF2Q_BENCH_MODEL" --backend cuda ${HF2Q_BENCH_ARGS:-}
-  cat "$out/bench.log"
+if has sanitize && command -v compute-sanitizer >/dev/null; then
+  step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 $bin/test_cuda_ops
+  step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 $bin/test_cuda_ops
+  [ -x $bin/test_cuda_attention ] && {
+    step memcheck_attention compute-sanitizer --tool memcheck --error-exitcode 1 $bin/test_cuda_attention
+    step racecheck_attention compute-sanitizer --tool racecheck --error-exitcode 1 $bin/test_cuda_attention
+  }
+  step memcheck_model compute-sanitizer --tool memcheck --error-exitcode 1 $bin/test_model --gtest_filter='*Cuda*'
 fi
+bench() {  # bench NAME PRESET
+  local name=$1 preset=$2
+  step "synth_$name" $bin/hf2q synth --preset "$preset" --quant q4_k_m --seed 1 --fast -o "/tmp/$name.gguf"
+  step "bench_$name" $bin/hf2q bench -m "/tmp/$name.gguf" --backend cuda $bench_args
+  cat "$out/bench_$name.log"
+  if [ -n "${HF2Q_BENCH_ARGS2:-}" ]; then
+    step "bench2_$name" $bin/hf2q bench -m "/tmp/$name.gguf" --backend cuda $HF2Q_BENCH_ARGS2
+    cat "$out/bench2_$name.log"
+  fi
+}
+has bench26 && bench g26 gemma4-26b-a4b
+has profile && { step profile_g26 $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p 4096 -n 32 -b 1,64 -r 1 -ub 4096 --profile;
+                 cat "$out/profile_g26.log"; }
+has bench31 && bench g31 gemma4-31b
+has benche4b && bench e4b gemma4-e4b
 grep -h "parity \]" "$out/model.log" 2>/dev/null
 printf '%s\n' "${summary[@]}"

@@ -69,6 +69,11 @@ private:
 using MatmulObserver = std::function<void(const std::string& tensor, int32_t expert, const float* x,
                                           int64_t n_rows, int64_t n_cols)>;
 
+// Arithmetic of batched work on a device backend: tensor cores (BF16 matmul and F16
+// attention operands, f32 accumulation, f32 residual stream) or f32 throughout
+// (slower; the reference precision). The CPU backend always computes in f32.
+enum class DevicePrecision { tensor_cores, f32 };
+
 struct ContextOptions {
     BackendKind backend = BackendKind::cpu;  // where this context computes
     int32_t n_seq_max = 1;      // sequence ids are 0 .. n_seq_max-1
@@ -77,6 +82,36 @@ struct ContextOptions {
     int32_t kv_block_size = 16; // tokens per KV block
     int32_t n_threads = 0;      // CPU backend threads; 0: all hardware threads
     MatmulObserver matmul_observer;  // optional
+    DevicePrecision device_precision = DevicePrecision::tensor_cores;
+    bool graphs = true;         // replay decode-sized batches as device graphs (CUDA graphs)
+    // Capacity of the full-attention KV cache, shared by all sequences through the
+    // paged block tables (each sequence still ends at n_ctx). At most one of:
+    int64_t kv_tokens = 0;         // tokens; 0: n_seq_max × n_ctx (every sequence full)
+    double kv_memory_fraction = 0; // fraction (0, 1] of the device memory left free
+                                   // after weights and activations (device backends)
+    // Time every backend op (synchronizing the device before and after each one) and
+    // accumulate the times by op kind: Context::op_profile(). Slows decoding; when
+    // false the profiler is not in the call path at all.
+    bool profile_ops = false;
+};
+
+// Accumulated op times of a context created with profile_ops. Entries are op kinds,
+// matmuls further split by class and weight type ("matmul (≤8 tokens) q4_K",
+// "matmul (batched) q6_K") and attention by kind ("attention (sliding)",
+// "attention (full)"); host-device copies appear as "upload" / "download".
+struct OpProfile {
+    struct Entry {
+        std::string name;
+        int64_t calls = 0;
+        double seconds = 0.0;  // wall time, device synchronized around each call
+    };
+    std::vector<Entry> entries;  // by decreasing seconds
+
+    double total_seconds() const {
+        double s = 0.0;
+        for (const auto& e : entries) s += e.seconds;
+        return s;
+    }
 };
 
 // One token of a batch.
@@ -108,6 +143,15 @@ public:
     void seq_remove(int32_t seq);                  // drop all of a sequence
     void seq_truncate(int32_t seq, int32_t pos);   // keep positions < pos
     void seq_fork(int32_t src, int32_t dst);       // dst shares src's prefix (copy on write)
+
+    // Tokens the full-attention KV cache holds across all sequences (sliding-window
+    // layers keep a window per sequence and never limit this).
+    int64_t kv_capacity_tokens() const;
+
+    // Op times accumulated since creation or the last reset_op_profile() (empty
+    // unless the context was created with profile_ops).
+    OpProfile op_profile() const;
+    void reset_op_profile();
 
     const ContextOptions& options() const;
     runtime::ContextImpl& impl() const { return *impl_; }

@@ -150,6 +150,17 @@ inline float gauss(uint64_t bits) {
     return (static_cast<float>(s) - 2.0f * 65535.0f) * kScale;
 }
 
+// Per-tensor stream key: tensors of one seed draw from unrelated counter ranges.
+inline uint64_t tensor_key(uint64_t seed, uint64_t index) {
+    return mix64(seed ^ mix64(index * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull));
+}
+
+int64_t row_count(const TensorSpec& t) {
+    int64_t nrows = 1;
+    for (size_t d = 1; d < t.ne.size(); ++d) nrows *= t.ne[d];
+    return nrows;
+}
+
 }  // namespace
 
 std::vector<std::string> preset_names() {
@@ -239,6 +250,10 @@ GgmlType source_type(const TensorSpec& t, GgmlType src) {
     return src;
 }
 
+bool fast_pooled(const TensorSpec& t, GgmlType type) {
+    return type != GgmlType::F32 && t.ne.size() >= 2 && row_count(t) > kFastPoolRows;
+}
+
 void synth_values(const Preset& p, const TensorSpec& t, uint64_t seed, uint64_t index,
                   uint64_t first, uint64_t n, float* out) {
     const std::string_view name = t.name;
@@ -248,7 +263,7 @@ void synth_values(const Preset& p, const TensorSpec& t, uint64_t seed, uint64_t 
         for (uint64_t i = 0; i < n; ++i) out[i] = first + i < r ? 1.0f : 1e30f;
         return;
     }
-    const uint64_t key = mix64(seed ^ mix64(index * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull));
+    const uint64_t key = tensor_key(seed, index);
     // Multipliers (norm weights, layer and router scales) sit near 1; matrices have
     // std 1/sqrt(fan_in) (fan_in = ne[0]); the PLE table std 1/sqrt(P) since the
     // graph scales it by sqrt(P), like the token embeddings by sqrt(H).
@@ -267,30 +282,76 @@ void synth_values(const Preset& p, const TensorSpec& t, uint64_t seed, uint64_t 
 
 namespace {
 
+uint64_t row_size(const TensorSpec& t, GgmlType type) {
+    const auto row_bytes = ggml_row_size(type, static_cast<uint64_t>(t.ne[0]));
+    HF2Q_ASSERT(row_bytes.has_value());
+    return *row_bytes;
+}
+
+// Generates and quantizes rows [r0, r0 + nr) of tensor t into out (nr rows of
+// row_size(t, type) bytes) on all threads; scratch holds one f32 buffer per thread.
+void quantize_rows(ThreadPool& pool, const Preset& p, const TensorSpec& t, GgmlType type,
+                   uint64_t seed, uint64_t index, int64_t r0, int64_t nr, uint8_t* out,
+                   std::vector<std::vector<float>>& scratch) {
+    const int64_t n_per_row = t.ne[0];
+    const uint64_t row_bytes = row_size(t, type);
+    const int64_t grain = std::max<int64_t>(1, nr / (4 * pool.size()));
+    pool.parallel_for(nr, grain, [&](int64_t b, int64_t e, int ti) {
+        auto& buf = scratch[static_cast<size_t>(ti)];
+        buf.resize(static_cast<size_t>((e - b) * n_per_row));
+        synth_values(p, t, seed, index, static_cast<uint64_t>((r0 + b) * n_per_row),
+                     static_cast<uint64_t>((e - b) * n_per_row), buf.data());
+        quant::quantize(type, buf.data(), out + static_cast<size_t>(b) * row_bytes, e - b, n_per_row,
+                        nullptr);
+    });
+}
+
 // Streams one tensor: rows are generated and quantized in chunks by all threads,
 // then written; memory stays bounded by the chunk size.
 void write_tensor(gguf::Writer& w, ThreadPool& pool, const Preset& p, const TensorSpec& t,
                   GgmlType type, uint64_t seed, uint64_t index, Progress& prog) {
-    const int64_t n_per_row = t.ne[0];
-    int64_t nrows = 1;
-    for (size_t d = 1; d < t.ne.size(); ++d) nrows *= t.ne[d];
-    const auto row_bytes = ggml_row_size(type, static_cast<uint64_t>(n_per_row));
-    HF2Q_ASSERT(row_bytes.has_value());
+    const int64_t nrows = row_count(t);
+    const uint64_t row_bytes = row_size(t, type);
     constexpr int64_t kChunkElems = int64_t{1} << 23;  // 32 MiB of f32 per chunk
-    const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkElems / n_per_row);
+    const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkElems / t.ne[0]);
     std::vector<uint8_t> out;
     std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
     for (int64_t r0 = 0; r0 < nrows; r0 += rows_per_chunk) {
         const int64_t nr = std::min(rows_per_chunk, nrows - r0);
-        out.resize(static_cast<size_t>(nr) * *row_bytes);
-        const int64_t grain = std::max<int64_t>(1, nr / (4 * pool.size()));
-        pool.parallel_for(nr, grain, [&](int64_t b, int64_t e, int ti) {
-            auto& buf = scratch[static_cast<size_t>(ti)];
-            buf.resize(static_cast<size_t>((e - b) * n_per_row));
-            synth_values(p, t, seed, index, static_cast<uint64_t>((r0 + b) * n_per_row),
-                         static_cast<uint64_t>((e - b) * n_per_row), buf.data());
-            quant::quantize(type, buf.data(), out.data() + static_cast<size_t>(b) * *row_bytes,
-                            e - b, n_per_row, nullptr);
+        out.resize(static_cast<size_t>(nr) * row_bytes);
+        quantize_rows(pool, p, t, type, seed, index, r0, nr, out.data(), scratch);
+        w.write_tensor_data(out.data(), out.size());
+        prog.add(out.size());
+    }
+}
+
+// Fast mode: the tensor's first kFastPoolRows rows, made exactly as write_tensor
+// makes them, then every output row a copy of pool row mix64(key + row) mod the
+// pool size. The pick depends on (seed, tensor, row) only, not on the chunking or
+// the thread count.
+void write_pooled_tensor(gguf::Writer& w, ThreadPool& pool, const Preset& p, const TensorSpec& t,
+                         GgmlType type, uint64_t seed, uint64_t index, Progress& prog) {
+    const int64_t nrows = row_count(t);
+    const uint64_t row_bytes = row_size(t, type);
+    std::vector<uint8_t> rows(static_cast<size_t>(kFastPoolRows * row_bytes));
+    std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
+    quantize_rows(pool, p, t, type, seed, index, 0, kFastPoolRows, rows.data(), scratch);
+
+    const uint64_t key = mix64(tensor_key(seed, index) ^ 0x5851F42D4C957F2Dull);
+    constexpr uint64_t kChunkBytes = uint64_t{16} << 20;
+    const int64_t rows_per_chunk = static_cast<int64_t>(std::max<uint64_t>(1, kChunkBytes / row_bytes));
+    std::vector<uint8_t> out;
+    for (int64_t r0 = 0; r0 < nrows; r0 += rows_per_chunk) {
+        const int64_t nr = std::min(rows_per_chunk, nrows - r0);
+        out.resize(static_cast<size_t>(nr) * row_bytes);
+        const int64_t grain = std::max<int64_t>(256, nr / (4 * pool.size()));
+        pool.parallel_for(nr, grain, [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; ++i) {
+                const uint64_t pick = mix64(key + static_cast<uint64_t>(r0 + i)) %
+                                      static_cast<uint64_t>(kFastPoolRows);
+                std::memcpy(out.data() + static_cast<size_t>(i) * row_bytes,
+                            rows.data() + pick * row_bytes, row_bytes);
+            }
         });
         w.write_tensor_data(out.data(), out.size());
         prog.add(out.size());
@@ -348,8 +409,12 @@ SynthResult synth_model(const SynthOptions& o) {
     w.begin(o.output_path);
     ThreadPool pool(o.threads);
     Progress prog("synth " + p.name, total, "B", o.progress);
-    for (size_t i = 0; i < specs.size(); ++i)
-        write_tensor(w, pool, p, specs[i], types[i], o.seed, i, prog);
+    for (size_t i = 0; i < specs.size(); ++i) {
+        if (o.fast && fast_pooled(specs[i], types[i]))
+            write_pooled_tensor(w, pool, p, specs[i], types[i], o.seed, i, prog);
+        else
+            write_tensor(w, pool, p, specs[i], types[i], o.seed, i, prog);
+    }
     w.finish();
     prog.finish();
     r.n_tensors = specs.size();

@@ -8,6 +8,12 @@
 //
 // Weights are deterministic for a seed and independent of the thread count: element
 // e of tensor t is a function of (seed, t, e) only (counter-based splitmix64).
+//
+// Fast mode (SynthOptions::fast) is for benchmarks, which need the shapes, types and
+// sizes but not distinct values in every row: a pooled tensor (fast_pooled()) is
+// built from its first kFastPoolRows rows, quantized as usual, and every output row
+// is a copy of the pool row picked by a hash of (seed, tensor, row). Every other
+// tensor (F32: norms, scales, the router) is written exactly as without fast mode.
 #pragma once
 
 #include <cstdint>
@@ -81,7 +87,17 @@ struct SynthOptions {
     int threads = 0;         // <= 0: all cores
     bool overwrite = false;
     bool progress = true;
+    bool fast = false;       // pool the rows of big matrices (see the file comment)
 };
+
+// Distinct rows of a pooled tensor in fast mode: enough that neighbouring rows and
+// experts differ, few enough that quantizing them is negligible.
+inline constexpr int64_t kFastPoolRows = 64;
+
+// Whether fast mode pools tensor `t` stored as `type`: a matrix (2-D or 3-D) in a
+// type other than F32 with more rows than the pool. F32 tensors (norms, scales,
+// router, RoPE factors) set the numerics, so they are always written in full.
+bool fast_pooled(const TensorSpec& t, GgmlType type);
 
 struct SynthResult {
     size_t n_tensors = 0;

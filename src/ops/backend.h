@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -18,6 +19,15 @@
 #include "ops/rope.h"
 
 namespace hf2q::ops {
+
+// A recorded sequence of ops that replays with one launch (CUDA graphs). It reads
+// and writes the same buffers as when it was captured; inputs change by writing
+// new contents into those buffers before launch().
+class Graph {
+public:
+    virtual ~Graph() = default;
+    virtual void launch() = 0;
+};
 
 class Backend {
 public:
@@ -37,6 +47,20 @@ public:
     virtual void download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
     virtual void fill_zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
     virtual void synchronize() {}
+    // Device memory not yet allocated, in bytes; 0 for host-memory backends.
+    virtual size_t free_memory() const { return 0; }
+
+    // Records the ops `body` issues into a graph instead of running them, or returns
+    // nullptr (and runs nothing) where the backend has no graphs. `body` must not
+    // synchronise (no download, upload or synchronize) nor allocate.
+    virtual std::unique_ptr<Graph> capture(const std::function<void()>& body) {
+        (void)body;
+        return nullptr;
+    }
+
+    // Sizes matmul workspaces for inputs of up to `elems` activation values
+    // (tokens × input width), so no op allocates later (graphs keep pointers).
+    virtual void reserve_matmul_inputs(int64_t elems) { (void)elems; }
 
     template <class T>
     T* alloc_array(size_t n) {
@@ -50,6 +74,9 @@ public:
     virtual void geglu(const GegluParams& p) = 0;
     virtual void attention(const AttentionParams& p) = 0;
     virtual void moe_route(const MoeRouteParams& p) = 0;
+    virtual void moe_group(const MoeGroupParams& p) = 0;
+    virtual void moe_matmul(const MoeMatmulParams& p) = 0;
+    virtual void moe_combine(const MoeCombineParams& p) = 0;
 
     // Row movement and KV-cache writes (ops/gather.h).
     virtual void gather_rows(const GatherRowsParams& p) = 0;

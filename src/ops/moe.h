@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "ops/types.h"
+
 namespace hf2q::ops {
 
 struct MoeRouteParams {
@@ -15,6 +17,58 @@ struct MoeRouteParams {
     int64_t n_tokens = 0;
     int64_t n_experts = 0;
     int64_t k = 0;
+};
+
+}  // namespace hf2q::ops
+
+namespace hf2q::ops {
+
+// Groups the (token, slot) pairs of a routing by expert (a stable counting sort:
+// inside an expert, pairs keep their order t·k + j).
+//   offsets[e] .. offsets[e+1]: the grouped rows of expert e (offsets[E] = n_tokens·k)
+//   rows[r]:     token of grouped row r
+//   slot_of[p]:  grouped row of pair p = t·k + j
+struct MoeGroupParams {
+    const int32_t* ids = nullptr;  // [n_tokens][k], each in [0, n_experts)
+    int64_t n_tokens = 0;
+    int64_t k = 0;
+    int64_t n_experts = 0;
+    int32_t* offsets = nullptr;    // [n_experts + 1]
+    int32_t* rows = nullptr;       // [n_tokens·k]
+    int32_t* slot_of = nullptr;    // [n_tokens·k]
+};
+
+// Grouped linear layer over the experts of a 3-D weight: for every expert e and
+// grouped row r in [offsets[e], offsets[e+1]):
+//   y[r] = x[src(r)] · W_eᵀ,  src(r) = x_rows ? x_rows[r] : r,
+// W_e the n_out × n_in matrix at w.data + e · expert_bytes.
+struct MoeMatmulParams {
+    WeightView w;                  // expert 0's view
+    uint64_t expert_bytes = 0;     // bytes between consecutive experts
+    int64_t n_experts = 0;
+    const int32_t* offsets = nullptr;       // [n_experts + 1], backend memory
+    const int32_t* host_offsets = nullptr;  // the same on the host, or nullptr (a device
+                                            // backend then keeps the work on the device)
+    const int32_t* x_rows = nullptr;        // optional gather of x rows
+    const float* x = nullptr;
+    int64_t x_stride = 0;          // 0 means n_in
+    float* y = nullptr;            // [n_rows][y_stride]
+    int64_t y_stride = 0;          // 0 means n_out
+    int64_t n_rows = 0;            // offsets[n_experts]
+};
+
+// Weighted combine of the experts' outputs, slots in increasing j:
+//   out[t][i] = Σ_j weights[t·k + j] · y[slot_of[t·k + j]][i]
+struct MoeCombineParams {
+    const float* y = nullptr;
+    int64_t y_stride = 0;
+    const int32_t* slot_of = nullptr;  // [n_tokens·k]
+    const float* weights = nullptr;    // [n_tokens·k]
+    float* out = nullptr;              // [n_tokens][out_stride]
+    int64_t out_stride = 0;
+    int64_t n_tokens = 0;
+    int64_t k = 0;
+    int64_t n = 0;
 };
 
 }  // namespace hf2q::ops

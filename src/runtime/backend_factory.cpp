@@ -16,14 +16,19 @@ bool cuda_available() {
 #endif
 }
 
-std::unique_ptr<ops::Backend> make_backend(BackendKind kind, int n_threads) {
+std::unique_ptr<ops::Backend> make_backend(BackendKind kind, int n_threads, bool f32_matmul) {
     switch (kind) {
         case BackendKind::cpu:
             return cpu::make_backend(n_threads);
         case BackendKind::cuda:
 #ifdef HF2Q_HAVE_CUDA
-            return cuda::make_backend(cuda::CudaOptions{});
+        {
+            cuda::CudaOptions o;
+            o.precision = f32_matmul ? cuda::MatmulPrecision::f32 : cuda::MatmulPrecision::bf16;
+            return cuda::make_backend(o);
+        }
 #else
+            (void)f32_matmul;
             fail("this hf2q was built without CUDA (configure with -DHF2Q_CUDA=ON on a machine with nvcc)");
 #endif
     }

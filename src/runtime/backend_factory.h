@@ -9,7 +9,9 @@
 namespace hf2q::runtime {
 
 // Throws hf2q::Error when the kind was not built in or no device is usable.
-std::unique_ptr<ops::Backend> make_backend(BackendKind kind, int n_threads);
+// f32_matmul: device backends compute batched matmuls in f32 (reference precision)
+// instead of BF16 on the tensor cores; the CPU backend always computes in f32.
+std::unique_ptr<ops::Backend> make_backend(BackendKind kind, int n_threads, bool f32_matmul = false);
 
 // True when this build has the CUDA backend and a CUDA device is usable.
 bool cuda_available();

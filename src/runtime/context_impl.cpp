@@ -5,6 +5,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "runtime/backend_factory.h"
 
 namespace hf2q::runtime {
@@ -17,6 +18,11 @@ void check_options(const ContextOptions& o) {
     if (o.n_seq_max <= 0 || o.n_seq_max > 4096) fail("number of sequences must be in [1, 4096], got ", o.n_seq_max);
     if (o.n_ctx <= 0) fail("context size must be positive, got ", o.n_ctx);
     if (o.n_ubatch <= 0) fail("micro-batch size must be positive, got ", o.n_ubatch);
+    if (o.kv_tokens < 0) fail("KV cache size must not be negative, got ", o.kv_tokens, " tokens");
+    if (!(o.kv_memory_fraction >= 0.0 && o.kv_memory_fraction <= 1.0))
+        fail("KV memory fraction must be in (0, 1], got ", o.kv_memory_fraction);
+    if (o.kv_tokens > 0 && o.kv_memory_fraction > 0)
+        fail("give the KV cache size either in tokens or as a memory fraction, not both");
     if (o.kv_block_size <= 0 || o.kv_block_size > 4096)
         fail("KV block size must be in [1, 4096], got ", o.kv_block_size);
 }
@@ -26,42 +32,20 @@ void check_options(const ContextOptions& o) {
 ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : model_(model), opts_(opts) {
     check_options(opts);
     const auto& c = model.config();
-    backend_ = make_backend(opts.backend, opts.n_threads);
-    weights_ = gemma4::place_weights(model.weights(), *backend_);
-
-    // Full layers keep every block of every sequence. A sliding layer needs at most
-    // the window plus one micro-batch per sequence at any time (blocks leaving the
-    // window are freed after each micro-batch), plus one block of slack for the
-    // partially filled block at each end.
-    const int64_t B = opts.kv_block_size;
-    const int64_t full_blocks = opts.n_seq_max * ceil_div(opts.n_ctx, B);
-    const int64_t swa_per_seq = ceil_div(c.sliding_window - 1 + opts.n_ubatch, B) + 2;
-    const int64_t swa_blocks = std::min(full_blocks, opts.n_seq_max * swa_per_seq);
-    kv::TablesOptions to;
-    to.block_size = opts.kv_block_size;
-    to.n_seq_max = opts.n_seq_max;
-    to.n_ctx = opts.n_ctx;
-    to.groups.resize(2);
-    to.groups[gemma4::kFullGroup] = {0, full_blocks};
-    to.groups[gemma4::kSlidingGroup] = {static_cast<int32_t>(c.sliding_window), swa_blocks};
-    tables_ = std::make_unique<kv::BlockTables>(to);
-
-    pools_.resize(sz(c.n_layer));
-    layer_kv_.resize(sz(c.n_layer));
-    pool_row_.resize(sz(c.n_layer));
-    for (int64_t il = 0; il < c.n_layer; ++il) {
-        pool_row_[sz(il)] = c.kv_heads(il) * c.head_dim(il);
-        if (!c.has_kv(il)) continue;
-        int64_t blocks = c.is_sliding(il) ? swa_blocks : full_blocks;
-        auto n = checked_mul(static_cast<uint64_t>(blocks * B), static_cast<uint64_t>(pool_row_[sz(il)]));
-        if (!n || *n > (1ull << 40)) fail("KV cache for layer ", il, " is too large; lower --ctx-size or --parallel");
-        pools_[sz(il)].k = backend_->alloc_array<float>(*n);
-        pools_[sz(il)].v = backend_->alloc_array<float>(*n);
-        pools_[sz(il)].n_blocks = blocks;
+    backend_ = make_backend(opts.backend, opts.n_threads, opts.device_precision == DevicePrecision::f32);
+    if (opts.profile_ops) {
+        auto profiler = std::make_unique<ProfilingBackend>(std::move(backend_));
+        profiler_ = profiler.get();
+        // Set-up copies (weights to the device, zeroed pools) are not decoding work.
+        profiler_->set_enabled(false);
+        backend_ = std::move(profiler);
     }
-    for (int64_t il = 0; il < c.n_layer; ++il) layer_kv_[sz(il)] = pools_[sz(c.kv_source[sz(il)])];
+    weights_ = gemma4::place_weights(model.weights(), *backend_);
+    // Activations before the cache, so a memory fraction sees what they take.
     forward_ = std::make_unique<gemma4::Forward>(c, weights_, *backend_, opts.n_ubatch, opts.matmul_observer);
+    forward_->enable_graphs(opts.graphs);
 
+    const int64_t B = opts.kv_block_size;
     d_copy_src_ = backend_->alloc_array<int32_t>(sz(opts.n_seq_max));
     d_copy_dst_ = backend_->alloc_array<int32_t>(sz(opts.n_seq_max));
     const size_t U = sz(opts.n_ubatch);
@@ -81,11 +65,71 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
         d_table_len_[g] = backend_->alloc_array<int32_t>(U);
         d_table_ptr_[g] = backend_->alloc_array<const int32_t*>(U);
     }
+    allocate_kv();
+    if (profiler_) profiler_->set_enabled(true);
 }
 
-int64_t ContextImpl::kv_capacity_tokens() const {
-    return static_cast<int64_t>(opts_.n_seq_max) * opts_.n_ctx;
+// Full layers keep every block of a sequence; their blocks come from one pool shared
+// by all sequences, sized by kv_tokens, kv_memory_fraction, or n_seq_max × n_ctx. A
+// sliding layer needs at most the window plus one micro-batch per sequence at any
+// time (blocks leaving the window are freed after each micro-batch), plus one block
+// of slack for the partially filled block at each end.
+void ContextImpl::allocate_kv() {
+    const auto& c = model_.config();
+    const ContextOptions& opts = opts_;
+    const int64_t B = opts.kv_block_size;
+    const int64_t every_full = opts.n_seq_max * ceil_div(opts.n_ctx, B);
+    const int64_t swa_per_seq = ceil_div(c.sliding_window - 1 + opts.n_ubatch, B) + 2;
+    const int64_t swa_blocks = std::min(every_full, opts.n_seq_max * swa_per_seq);
+    pool_row_.resize(sz(c.n_layer));
+    uint64_t full_block_bytes = 0, swa_block_bytes = 0;  // K and V of every cache-owning layer
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        pool_row_[sz(il)] = c.kv_heads(il) * c.head_dim(il);
+        if (!c.has_kv(il)) continue;
+        (c.is_sliding(il) ? swa_block_bytes : full_block_bytes) +=
+            2 * static_cast<uint64_t>(B * pool_row_[sz(il)]) * sizeof(float);
+    }
+    int64_t full_blocks = every_full;
+    if (opts.kv_tokens > 0) {
+        full_blocks = std::min(every_full, ceil_div(opts.kv_tokens, B));
+    } else if (opts.kv_memory_fraction > 0) {
+        const size_t free_b = backend_->free_memory();
+        if (free_b == 0) fail("a KV memory fraction needs a device backend; give the cache size in tokens instead");
+        const double budget = static_cast<double>(free_b) * opts.kv_memory_fraction -
+                              static_cast<double>(swa_blocks) * static_cast<double>(swa_block_bytes);
+        const double per_block = static_cast<double>(std::max<uint64_t>(full_block_bytes, 1));
+        full_blocks = std::min(every_full, static_cast<int64_t>(std::max(0.0, budget / per_block)));
+        if (full_blocks < ceil_div(opts.n_ubatch, B) + 1)
+            fail("the KV cache gets ", format_bytes(static_cast<uint64_t>(std::max(0.0, budget))), " (",
+                 opts.kv_memory_fraction, " of ", format_bytes(free_b),
+                 " free after weights and activations): too little for one micro-batch; raise the fraction, "
+                 "lower --ubatch or use a smaller quant type");
+    }
+    kv::TablesOptions to;
+    to.block_size = opts.kv_block_size;
+    to.n_seq_max = opts.n_seq_max;
+    to.n_ctx = opts.n_ctx;
+    to.groups.resize(2);
+    to.groups[gemma4::kFullGroup] = {0, full_blocks};
+    to.groups[gemma4::kSlidingGroup] = {static_cast<int32_t>(c.sliding_window), swa_blocks};
+    tables_ = std::make_unique<kv::BlockTables>(to);
+    full_blocks_ = full_blocks;
+
+    pools_.resize(sz(c.n_layer));
+    layer_kv_.resize(sz(c.n_layer));
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        if (!c.has_kv(il)) continue;
+        int64_t blocks = c.is_sliding(il) ? swa_blocks : full_blocks;
+        auto n = checked_mul(static_cast<uint64_t>(blocks * B), static_cast<uint64_t>(pool_row_[sz(il)]));
+        if (!n || *n > (1ull << 40)) fail("KV cache for layer ", il, " is too large; lower --ctx-size or --parallel");
+        pools_[sz(il)].k = backend_->alloc_array<float>(*n);
+        pools_[sz(il)].v = backend_->alloc_array<float>(*n);
+        pools_[sz(il)].n_blocks = blocks;
+    }
+    for (int64_t il = 0; il < c.n_layer; ++il) layer_kv_[sz(il)] = pools_[sz(c.kv_source[sz(il)])];
 }
+
+int64_t ContextImpl::kv_capacity_tokens() const { return full_blocks_ * opts_.kv_block_size; }
 
 // Every token must name a valid sequence and vocabulary entry, and each sequence's
 // tokens must continue it at consecutive positions.
@@ -252,5 +296,8 @@ void Context::seq_remove(int32_t seq) { impl_->tables().remove(seq); }
 void Context::seq_truncate(int32_t seq, int32_t pos) { impl_->tables().truncate(seq, pos); }
 void Context::seq_fork(int32_t src, int32_t dst) { impl_->tables().fork(src, dst); }
 const ContextOptions& Context::options() const { return impl_->options(); }
+int64_t Context::kv_capacity_tokens() const { return impl_->kv_capacity_tokens(); }
+OpProfile Context::op_profile() const { return impl_->op_profile(); }
+void Context::reset_op_profile() { impl_->reset_op_profile(); }
 
 }  // namespace hf2q

@@ -11,6 +11,7 @@
 #include "models/gemma4/forward.h"
 #include "ops/backend.h"
 #include "runtime/model_impl.h"
+#include "runtime/profiling_backend.h"
 
 namespace hf2q::runtime {
 
@@ -23,11 +24,16 @@ public:
     int32_t n_outputs() const { return n_outputs_; }
     int64_t n_vocab() const { return model_.config().n_vocab; }
     const ContextOptions& options() const { return opts_; }
+    OpProfile op_profile() const { return profiler_ ? profiler_->profile() : OpProfile{}; }
+    void reset_op_profile() {
+        if (profiler_) profiler_->reset();
+    }
     kv::BlockTables& tables() { return *tables_; }
     const kv::BlockTables& tables() const { return *tables_; }
 
     // KV positions the cache can hold for one sequence / in total (full layers).
     int64_t kv_capacity_tokens() const;
+    void allocate_kv();
 
 private:
     void validate(const std::vector<BatchToken>& batch) const;
@@ -37,9 +43,11 @@ private:
 
     const ModelImpl& model_;
     ContextOptions opts_;
-    std::unique_ptr<ops::Backend> backend_;
+    std::unique_ptr<ops::Backend> backend_;  // wrapped by the profiler when profile_ops
+    ProfilingBackend* profiler_ = nullptr;    // that wrapper, owned by backend_; else null
     gemma4::Weights weights_;                // the model's weights in backend memory
     std::unique_ptr<kv::BlockTables> tables_;
+    int64_t full_blocks_ = 0;                // blocks of each full-attention pool
     std::vector<gemma4::LayerKv> pools_;     // per layer: own pools, null if KV-shared
     std::vector<gemma4::LayerKv> layer_kv_;  // per layer: the pools it reads
     std::vector<int64_t> pool_row_;          // per layer: floats per cached token

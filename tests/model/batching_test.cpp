@@ -160,4 +160,40 @@ TEST_P(Batching, BadBatchesAreRejected) {
     EXPECT_EQ(ctx->n_outputs(), 0);
 }
 
+// A KV cache sized in tokens is shared by all sequences: it holds what it says,
+// refuses a batch that would overflow it (and keeps the cache as it was), and
+// space freed by one sequence serves another. Sizes are checked.
+TEST_P(Batching, KvCacheSizedInTokens) {
+    const Fixture& fx = *fixture(GetParam());
+    ContextOptions o = small_context(4);  // 4 sequences × 64 positions, blocks of 4
+    o.kv_tokens = 50;
+    auto ctx = Context::create(*fx.model, o);
+    EXPECT_EQ(ctx->kv_capacity_tokens(), 52);  // whole blocks
+    auto fill = [&](int32_t seq, int32_t from, int32_t n) {
+        std::vector<BatchToken> b;
+        for (int32_t t = from; t < from + n; ++t) b.push_back({7, seq, t, false});
+        ctx->decode(b);
+    };
+    fill(0, 0, 40);
+    EXPECT_THROW(fill(1, 0, 16), Error);  // 40 + 16 > 52
+    EXPECT_EQ(ctx->seq_length(1), 0);
+    fill(1, 0, 12);
+    ctx->seq_remove(0);
+    fill(2, 0, 40);  // reuses sequence 0's blocks
+    EXPECT_EQ(ctx->seq_length(2), 40);
+
+    ContextOptions bad = small_context(1);
+    bad.kv_tokens = -1;
+    EXPECT_THROW(Context::create(*fx.model, bad), Error);
+    bad.kv_tokens = 10;
+    bad.kv_memory_fraction = 0.5;
+    EXPECT_THROW(Context::create(*fx.model, bad), Error);  // both
+    bad.kv_tokens = 0;
+    bad.kv_memory_fraction = 1.5;
+    EXPECT_THROW(Context::create(*fx.model, bad), Error);
+    bad.kv_memory_fraction = 0.5;
+    EXPECT_THROW(Context::create(*fx.model, bad), Error);  // CPU: no device memory to take a fraction of
+    EXPECT_EQ(Context::create(*fx.model, small_context(3))->kv_capacity_tokens(), 3 * 64);
+}
+
 INSTANTIATE_TEST_SUITE_P(Gemma4, Batching, ::testing::ValuesIn(variants()));

@@ -96,10 +96,11 @@ ContextOptions small_context(int32_t n_seq) {
 }
 
 std::vector<float> run_alone(const Model& m, const std::vector<int32_t>& ids, int32_t n_ubatch,
-                             BackendKind backend) {
+                             BackendKind backend, DevicePrecision precision) {
     ContextOptions o = small_context(1);
     o.n_ubatch = n_ubatch;
     o.backend = backend;
+    o.device_precision = precision;
     auto ctx = Context::create(m, o);
     std::vector<BatchToken> batch;
     for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], 0, static_cast<int32_t>(i), true});

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -338,6 +339,81 @@ TEST(SynthWrite, DeterministicPerSeedAndThreadCount) {
     o.overwrite = true;
     synth_model(o);
     EXPECT_TRUE(read_all(d.path / "a.gguf") == c);
+}
+
+// --fast: the same file layout (metadata, tensor names, shapes, types, offsets) as
+// the normal path; F32 and small tensors byte for byte; every row of a pooled tensor
+// is one of the normal tensor's first kFastPoolRows rows, and the rows vary.
+TEST(SynthFast, SameLayoutAndPooledRows) {
+    TempDir d;
+    synth_model(tiny_options(d.path / "normal.gguf", 3, 2));
+    auto o = tiny_options(d.path / "fast.gguf", 3, 2);
+    o.fast = true;
+    auto r = synth_model(o);
+    auto normal = gguf::File::open((d.path / "normal.gguf").string());
+    auto fast = gguf::File::open((d.path / "fast.gguf").string());
+    EXPECT_EQ(fs::file_size(d.path / "normal.gguf"), fs::file_size(d.path / "fast.gguf"));
+    ASSERT_EQ(fast->metadata().size(), normal->metadata().size());
+    for (size_t i = 0; i < normal->metadata().size(); ++i) {
+        EXPECT_EQ(fast->metadata()[i].key, normal->metadata()[i].key);
+        EXPECT_TRUE(fast->metadata()[i].value == normal->metadata()[i].value) << normal->metadata()[i].key;
+    }
+    ASSERT_EQ(fast->tensors().size(), normal->tensors().size());
+    EXPECT_EQ(r.n_tensors, normal->tensors().size());
+    const auto specs = preset_tensors(find_preset("tiny"));
+    size_t n_pooled = 0, n_exact = 0;
+    for (size_t i = 0; i < normal->tensors().size(); ++i) {
+        const auto& a = normal->tensors()[i];
+        const auto& b = fast->tensors()[i];
+        SCOPED_TRACE(a.name);
+        ASSERT_EQ(b.name, a.name);
+        EXPECT_EQ(b.type, a.type);
+        for (size_t k = 0; k < 4; ++k) EXPECT_EQ(b.ne[k], a.ne[k]);
+        ASSERT_EQ(b.nbytes, a.nbytes);
+        EXPECT_EQ(b.offset, a.offset);
+        const auto* pa = static_cast<const uint8_t*>(a.data);
+        const auto* pb = static_cast<const uint8_t*>(b.data);
+        if (!fast_pooled(specs[i], a.type)) {
+            ++n_exact;
+            EXPECT_EQ(std::memcmp(pa, pb, a.nbytes), 0);
+            continue;
+        }
+        ++n_pooled;
+        EXPECT_NE(a.type, GgmlType::F32);
+        const uint64_t row = *ggml_row_size(a.type, static_cast<uint64_t>(a.ne[0]));
+        const uint64_t nrows = a.nbytes / row;
+        ASSERT_GT(nrows, static_cast<uint64_t>(kFastPoolRows));
+        std::set<int> used;
+        for (uint64_t rr = 0; rr < nrows; ++rr) {
+            int found = -1;
+            for (int j = 0; j < kFastPoolRows && found < 0; ++j)
+                if (std::memcmp(pb + rr * row, pa + j * row, row) == 0) found = j;
+            ASSERT_GE(found, 0) << "row " << rr << " is not a pool row";
+            used.insert(found);
+        }
+        EXPECT_GT(used.size(), static_cast<size_t>(kFastPoolRows) * 3 / 4);
+    }
+    // Norms, scales, router and RoPE factors stay exact; every big matrix is pooled.
+    EXPECT_GT(n_exact, 30u);
+    EXPECT_GT(n_pooled, 30u);
+    EXPECT_FALSE(fast_pooled(TensorSpec{"blk.0.ffn_gate_inp.weight", {256, 8}}, GgmlType::F32));
+    EXPECT_TRUE(fast_pooled(TensorSpec{"blk.0.ffn_gate_up_exps.weight", {256, 256, 8}}, GgmlType::Q4_K));
+    EXPECT_FALSE(fast_pooled(TensorSpec{"blk.0.attn_k.weight", {256, 64}}, GgmlType::Q8_0));  // no gain
+}
+
+TEST(SynthFast, DeterministicPerSeedAndThreadCount) {
+    TempDir d;
+    auto fast = [&](const char* name, uint64_t seed, int threads) {
+        auto o = tiny_options(d.path / name, seed, threads);
+        o.fast = true;
+        synth_model(o);
+        return read_all(d.path / name);
+    };
+    const std::string a = fast("a.gguf", 42, 1), b = fast("b.gguf", 42, 3), c = fast("c.gguf", 43, 2);
+    EXPECT_GT(a.size(), 1000000u);
+    EXPECT_TRUE(a == b);
+    ASSERT_EQ(a.size(), c.size());
+    EXPECT_FALSE(a == c);
 }
 
 TEST(SynthWrite, VocabFromCopiesTokenizer) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "device_flags.h"
 #include "command.h"
 #include "core/error.h"
 #include "core/progress.h"
@@ -25,18 +26,41 @@ constexpr double kPeakBf16Tflops = 790.0;
 constexpr double kPeakCopyGBs = 4300.0;
 
 struct BenchOptions {
-    std::string model, prompts = "512", gens = "128", batches = "", backend = "cpu";
-    int32_t reps = 3, threads = 0, ubatch = 512, depth = 0;
-    bool json = false;
+    std::string model, prompts = "512", gens = "128", batches = "", depths = "0", backend = "cpu";
+    int32_t reps = 3, threads = 0, ubatch = 512, n_ctx = 0;
+    bool json = false, profile = false;
+    DeviceFlags device;
+};
+
+// One test: pp<n> (one sequence, n prompt tokens in one decode call) or
+// [b<batch>-]tg<n> (n decode steps of one token for each of `batch` sequences), each
+// sequence first holding `depth` tokens of context, as llama-bench's -d.
+struct Test {
+    bool prompt = true;
+    int32_t n = 0;
+    int32_t batch = 1;
+    int32_t depth = 0;
+
+    std::string name() const {
+        std::string s = prompt ? "pp" + std::to_string(n)
+                               : (batch == 1 ? "tg" : "b" + std::to_string(batch) + "-tg") + std::to_string(n);
+        return depth > 0 ? s + " @ d" + std::to_string(depth) : s;
+    }
+    int64_t tokens() const { return static_cast<int64_t>(n) * batch; }  // per timed repetition
+    int32_t positions() const { return depth + n; }                     // per sequence
 };
 
 struct Result {
+    Test spec;
     std::string test;
     int64_t tokens = 0;      // tokens per timed repetition
     int32_t batch = 1;       // tokens per decode step (generation tests)
     std::vector<double> secs;
     double mean_tps() const;
     double sd_tps() const;
+    // --profile: the profiled repetition's wall time and its op times.
+    double profile_secs = 0.0;
+    OpProfile profile;
 };
 
 double Result::mean_tps() const {
@@ -64,50 +88,117 @@ std::vector<BatchToken> random_tokens(std::mt19937& rng, int64_t n_vocab, int32_
     return b;
 }
 
-ContextOptions context_for(const BenchOptions& o, int32_t n_seq, int32_t n_ctx) {
+ContextOptions context_for(const BenchOptions& o, int32_t n_seq, int32_t n_ctx, bool profile) {
     ContextOptions c;
     c.backend = o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu;
     c.n_seq_max = n_seq;
     c.n_ctx = n_ctx;
     c.n_ubatch = o.ubatch;
     c.n_threads = o.threads;
+    c.profile_ops = profile;
+    apply_device_flags(o.device, c);
     return c;
 }
 
-// pp<n>: one sequence, n prompt tokens in one decode call (logits of the last).
-Result bench_prompt(const Model& m, const BenchOptions& o, int32_t n, std::mt19937& rng) {
-    auto ctx = Context::create(m, context_for(o, 1, n + o.depth));
-    Result r{"pp" + std::to_string(n), n, 1, {}};
-    for (int32_t rep = -1; rep < o.reps; ++rep) {  // rep -1 warms up
-        ctx->seq_remove(0);
-        if (o.depth) ctx->decode(random_tokens(rng, m.info().n_vocab, 0, 0, o.depth, false));
-        auto batch = random_tokens(rng, m.info().n_vocab, 0, o.depth, n, true);
-        double t0 = now();
-        ctx->decode(batch);
-        if (rep >= 0) r.secs.push_back(now() - t0);
+// One repetition of a test: the test's sequences are filled with `depth` random
+// tokens each (untimed, one decode call for all sequences), then the test itself
+// is timed. With reset_profile the op profile covers the timed part only.
+double run_once(Context& ctx, const Test& t, int64_t n_vocab, std::mt19937& rng, bool reset_profile) {
+    // All slots are cleared: a larger-batch test before this one in the group must
+    // not leave sequences holding cache blocks.
+    for (int32_t s = 0; s < ctx.options().n_seq_max; ++s) ctx.seq_remove(s);
+    std::vector<BatchToken> fill;
+    for (int32_t s = 0; s < t.batch; ++s) {
+        auto d = random_tokens(rng, n_vocab, s, 0, t.depth, false);
+        fill.insert(fill.end(), d.begin(), d.end());
     }
-    return r;
+    if (!fill.empty()) ctx.decode(fill);
+    if (reset_profile) ctx.reset_op_profile();
+    const double t0 = now();
+    if (t.prompt) {
+        ctx.decode(random_tokens(rng, n_vocab, 0, t.depth, t.n, true));
+    } else {
+        std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(n_vocab - 1));
+        std::vector<BatchToken> step(static_cast<size_t>(t.batch));
+        for (int32_t i = 0; i < t.n; ++i) {
+            for (int32_t s = 0; s < t.batch; ++s) step[static_cast<size_t>(s)] = {d(rng), s, t.depth + i, true};
+            ctx.decode(step);
+        }
+    }
+    return now() - t0;
 }
 
-// tg<n> at b concurrent sequences: n decode steps of b tokens (one per sequence).
-Result bench_generate(const Model& m, const BenchOptions& o, int32_t n, int32_t b, std::mt19937& rng) {
-    auto ctx = Context::create(m, context_for(o, b, o.depth + n + 1));
-    Result r{(b == 1 ? "tg" : "b" + std::to_string(b) + "-tg") + std::to_string(n), static_cast<int64_t>(n) * b, b, {}};
-    for (int32_t rep = -1; rep < o.reps; ++rep) {
-        for (int32_t s = 0; s < b; ++s) {
-            ctx->seq_remove(s);
-            ctx->decode(random_tokens(rng, m.info().n_vocab, s, 0, o.depth + 1, false));
+// Runs tests that share one context (all prompt tests, or all generation tests):
+// n_seq_max is their largest batch and n_ctx their longest depth + tokens, or -c.
+// Creating one context per group rather than per test keeps a device backend from
+// uploading the weights again for every test. With `profile` the context times
+// its ops and each test gets one warm-up and one profiled repetition.
+void run_group(const Model& m, const BenchOptions& o, std::vector<Result*> group, bool profile,
+               std::mt19937& rng) {
+    if (group.empty()) return;
+    int32_t n_seq = 1;
+    const Result* longest = group.front();
+    for (const Result* r : group) {
+        n_seq = std::max(n_seq, r->spec.batch);
+        if (r->spec.positions() > longest->spec.positions()) longest = r;
+    }
+    const int32_t need = longest->spec.positions();
+    if (o.n_ctx > 0 && o.n_ctx < need)
+        fail("--ctx-size ", o.n_ctx, " is too small: test ", longest->test, " needs ", need,
+             " positions per sequence (depth + tokens; 0 derives the size from the tests)");
+    const int32_t n_ctx = o.n_ctx > 0 ? o.n_ctx : need;
+    auto ctx = Context::create(m, context_for(o, n_seq, n_ctx, profile));
+    std::fprintf(stderr, "hf2q bench: context of %d sequences x %d positions, KV cache holds %lld tokens\n", n_seq,
+                 n_ctx, static_cast<long long>(ctx->kv_capacity_tokens()));
+    const int64_t V = m.info().n_vocab;
+    for (Result* r : group) {
+        if (profile) {
+            run_once(*ctx, r->spec, V, rng, false);  // warm-up
+            r->profile_secs = run_once(*ctx, r->spec, V, rng, true);
+            r->profile = ctx->op_profile();
+            continue;
         }
-        double t0 = now();
-        for (int32_t i = 0; i < n; ++i) {
-            std::vector<BatchToken> step;
-            for (int32_t s = 0; s < b; ++s) {
-                auto t = random_tokens(rng, m.info().n_vocab, s, o.depth + 1 + i, 1, true);
-                step.push_back(t[0]);
-            }
-            ctx->decode(step);
+        for (int32_t rep = -1; rep < o.reps; ++rep) {  // rep -1 warms up
+            const double s = run_once(*ctx, r->spec, V, rng, false);
+            if (rep >= 0) r->secs.push_back(s);
         }
-        if (rep >= 0) r.secs.push_back(now() - t0);
+    }
+}
+
+// Per-op shares of one test's profiled repetition; the rest of its wall time is
+// host code between ops (batch set-up, MoE grouping, sampling-side copies).
+void print_profile(const Result& r) {
+    const double wall = r.profile_secs, in_ops = r.profile.total_seconds();
+    std::printf("\n#### %s: op profile (one repetition, %.6f s, %.6f s in ops)\n\n", r.test.c_str(), wall, in_ops);
+    std::printf("| op | time %% | seconds | calls |\n| --- | ---: | ---: | ---: |\n");
+    int64_t calls = 0;
+    for (const auto& e : r.profile.entries) {
+        std::printf("| %s | %.2f | %.6f | %lld |\n", e.name.c_str(), wall > 0 ? 100.0 * e.seconds / wall : 0.0,
+                    e.seconds, static_cast<long long>(e.calls));
+        calls += e.calls;
+    }
+    const double outside = std::max(0.0, wall - in_ops);
+    std::printf("| (host code between ops) | %.2f | %.6f | - |\n", wall > 0 ? 100.0 * outside / wall : 0.0, outside);
+    std::printf("| total | 100.00 | %.6f | %lld |\n", wall, static_cast<long long>(calls));
+}
+
+nlohmann::json profile_json(const Result& r) {
+    const double wall = r.profile_secs;
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& e : r.profile.entries)
+        ops.push_back({{"name", e.name}, {"calls", e.calls}, {"seconds", e.seconds},
+                       {"share", wall > 0 ? e.seconds / wall : 0.0}});
+    return {{"seconds", wall},
+            {"ops_seconds", r.profile.total_seconds()},
+            {"outside_ops_seconds", std::max(0.0, wall - r.profile.total_seconds())},
+            {"ops", ops}};
+}
+
+std::vector<int32_t> int_list(const std::string& s, const char* what, int64_t lo, int64_t hi) {
+    std::vector<int32_t> r;
+    for (int64_t v : parse_int_list(s, what)) {
+        if (v < lo || v > hi) fail(what, ": ", v, " out of range [", lo, ", ", hi, "]");
+        r.push_back(static_cast<int32_t>(v));
     }
     return r;
 }
@@ -116,35 +207,60 @@ int run_bench(const std::vector<std::string>& args) {
     BenchOptions o;
     ArgParser p("bench", "-m MODEL [options]",
                 "Measure prompt processing (pp) and generation (tg) throughput, mean ± sd over\n"
-                "repetitions after one warm-up, like llama-bench. Prompt tokens are random ids.");
+                "repetitions after one warm-up, like llama-bench. Prompt tokens are random ids.\n"
+                "Tests: pp<N> for each prompt length and depth; [b<B>-]tg<N> for each generation\n"
+                "length, batch and depth (B sequences, one token each per step). A depth D\n"
+                "(shown as '@ dD') first fills each sequence with D tokens, untimed.");
     p.option("-m,--model", "FILE", "GGUF model", &o.model, true);
     p.option("-p,--n-prompt", "LIST", "prompt lengths, comma-separated (empty: none)", &o.prompts);
     p.option("-n,--n-gen", "LIST", "generated tokens per test, comma-separated (empty: none)", &o.gens);
-    p.option("-b,--batch", "LIST", "concurrent sequences for batched decode, e.g. 1,8,64", &o.batches);
-    p.option("-d,--depth", "N", "tokens already in each sequence's context before a test", &o.depth);
+    p.option("-b,--batch", "LIST", "concurrent sequences of the generation tests, e.g. 1,8,64 (empty: 1)", &o.batches);
+    p.option("-d,--depth,--n-depth", "LIST",
+             "context depths, comma-separated: tokens in each sequence before the timed part (as llama-bench -d)",
+             &o.depths);
     p.option("-r,--repetitions", "N", "timed repetitions per test", &o.reps);
     p.option("--backend", "NAME", "cpu or cuda", &o.backend);
+    add_device_flags(p, o.device);
     p.option("-t,--threads", "N", "CPU threads (0: all)", &o.threads);
-    p.option("-ub,--ubatch-size", "N", "tokens per forward micro-batch", &o.ubatch);
+    p.option("-ub,--ubatch-size,--ubatch", "N", "tokens per forward micro-batch", &o.ubatch);
+    p.option("-c,--ctx-size,--n-ctx", "N", "positions per sequence (0: the longest test's depth + tokens)", &o.n_ctx);
+    p.flag("--profile", "time every op in one extra run of each test and print a per-op table per test",
+           &o.profile);
     p.flag("--json", "print results as JSON", &o.json);
     if (!p.parse(args)) return 0;
     if (o.backend != "cpu" && o.backend != "cuda") fail("--backend must be cpu or cuda, got '", o.backend, "'");
     if (o.reps < 1) fail("--repetitions must be at least 1");
+    if (o.ubatch < 1) fail("--ubatch-size must be at least 1");
+    if (o.n_ctx < 0) fail("--ctx-size must be >= 0");
+
+    const auto prompts = int_list(o.prompts, "--n-prompt", 1, 1 << 20);
+    const auto gens = int_list(o.gens, "--n-gen", 1, 1 << 20);
+    const auto batches = o.batches.empty() ? std::vector<int32_t>{1} : int_list(o.batches, "--batch", 1, 4096);
+    const auto depths = o.depths.empty() ? std::vector<int32_t>{0} : int_list(o.depths, "--depth", 0, 1 << 20);
+
+    // llama-bench's order: each prompt length at every depth, then each generation
+    // length at every batch and depth.
+    std::vector<Result> results;
+    for (int32_t n : prompts)
+        for (int32_t d : depths) results.push_back({Test{true, n, 1, d}, "", 0, 1, {}, 0.0, {}});
+    for (int32_t n : gens)
+        for (int32_t b : batches)
+            for (int32_t d : depths) results.push_back({Test{false, n, b, d}, "", 0, b, {}, 0.0, {}});
+    std::vector<Result*> pp_tests, tg_tests;
+    for (auto& r : results) {
+        r.test = r.spec.name();
+        r.tokens = r.spec.tokens();
+        (r.spec.prompt ? pp_tests : tg_tests).push_back(&r);
+    }
 
     auto model = Model::load(o.model);
     const ModelInfo& info = model->info();
-    std::mt19937 rng(42);
-    std::vector<Result> results;
-    for (int64_t n : parse_int_list(o.prompts, "--n-prompt")) {
-        if (n < 1 || n > 1 << 20) fail("--n-prompt: ", n, " out of range");
-        results.push_back(bench_prompt(*model, o, static_cast<int32_t>(n), rng));
+    // Separate streams so --profile leaves the timed tests' tokens unchanged.
+    std::mt19937 rng(42), profile_rng(43);
+    for (auto* group : {&pp_tests, &tg_tests}) {
+        run_group(*model, o, *group, false, rng);
+        if (o.profile) run_group(*model, o, *group, true, profile_rng);
     }
-    std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{1} : parse_int_list(o.batches, "--batch");
-    for (int64_t n : parse_int_list(o.gens, "--n-gen"))
-        for (int64_t b : batches) {
-            if (n < 1 || b < 1 || b > 4096) fail("--n-gen/--batch out of range");
-            results.push_back(bench_generate(*model, o, static_cast<int32_t>(n), static_cast<int32_t>(b), rng));
-        }
 
     nlohmann::json out = nlohmann::json::array();
     if (!o.json)
@@ -152,7 +268,7 @@ int run_bench(const std::vector<std::string>& args) {
                     "| --- | --- | --- | --- | --- | --- | --- | --- |\n",
                     kPeakBf16Tflops, kPeakCopyGBs);
     for (const auto& r : results) {
-        const bool prompt = r.test.rfind("pp", 0) == 0;
+        const bool prompt = r.spec.prompt;
         const double tps = r.mean_tps();
         // Prompt: 2 FLOP per active weight per token (LM head once). Decode: the
         // active weight bytes once per step (a lower bound for batched MoE decode).
@@ -161,9 +277,12 @@ int run_bench(const std::vector<std::string>& args) {
         const double gbs =
             prompt ? 0.0 : static_cast<double>(info.n_active_bytes + info.n_head_bytes) * steps_per_s / 1e9;
         if (o.json) {
-            out.push_back({{"test", r.test}, {"tokens", r.tokens}, {"tps_mean", tps}, {"tps_sd", r.sd_tps()},
-                           {"tflops", tflops}, {"gbs", gbs}, {"backend", o.backend}, {"model", info.name},
-                           {"params", info.n_params}, {"bytes", info.n_bytes}});
+            nlohmann::json j = {{"test", r.test}, {"tokens", r.tokens}, {"depth", r.spec.depth},
+                                {"tps_mean", tps}, {"tps_sd", r.sd_tps()}, {"tflops", tflops}, {"gbs", gbs},
+                                {"backend", o.backend}, {"model", info.name}, {"params", info.n_params},
+                                {"bytes", info.n_bytes}};
+            if (o.profile) j["profile"] = profile_json(r);
+            out.push_back(std::move(j));
         } else {
             std::printf("| %s | %s | %s | %s | %s | %.2f ± %.2f | %.2f (%.1f%%) | %s |\n", info.name.c_str(),
                         format_bytes(info.n_bytes).c_str(),
@@ -174,6 +293,8 @@ int run_bench(const std::vector<std::string>& args) {
         }
     }
     if (o.json) std::printf("%s\n", out.dump(2).c_str());
+    else if (o.profile)
+        for (const auto& r : results) print_profile(r);
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "args.h"
+#include "device_flags.h"
 #include "sampling_flags.h"
 #include "command.h"
 #include "core/error.h"
@@ -38,6 +39,7 @@ struct ChatOptions {
     int32_t ctx_size = 4096;
     int32_t ubatch = 512;
     std::string backend = "cpu";
+    DeviceFlags device;
     bool verbose = false;
 };
 
@@ -64,6 +66,7 @@ void add_flags(ArgParser& p, ChatOptions& o) {
     p.option("-c,--ctx-size", "N", "context size in tokens (whole conversation)", &o.ctx_size);
     p.option("-ub,--ubatch-size", "N", "tokens per forward micro-batch", &o.ubatch);
     p.option("--backend", "NAME", "cpu or cuda", &o.backend);
+    add_device_flags(p, o.device);
     p.flag("-v,--verbose", "print prompt/cache/speed statistics of each turn to stderr",
            &o.verbose);
 }
@@ -245,7 +248,10 @@ int run_chat(const std::vector<std::string>& args) {
     co.n_ubatch = o.ubatch;
     co.n_threads = o.threads;
     co.backend = o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu;
+    apply_device_flags(o.device, co);
     auto ctx = Context::create(*model, co);
+    if (o.verbose)
+        std::fprintf(stderr, "hf2q chat: KV cache holds %lld tokens\n", static_cast<long long>(ctx->kv_capacity_tokens()));
     ChatSession chat(o, tok, std::move(tmpl), *ctx);
 
     const bool tty_in = isatty(STDIN_FILENO) != 0;

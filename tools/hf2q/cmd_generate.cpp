@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "args.h"
+#include "device_flags.h"
 #include "sampling_flags.h"
 #include "command.h"
 #include "core/error.h"
@@ -41,6 +42,7 @@ struct GenerateOptions {
     int32_t ctx_size = 0;
     int32_t ubatch = 512;
     std::string backend = "cpu";
+    DeviceFlags device;
 };
 
 void dump_logits(const std::string& path, const Context& ctx, int32_t n_rows) {
@@ -99,6 +101,7 @@ void add_flags(ArgParser& p, GenerateOptions& o) {
     p.option("-c,--ctx-size", "N", "context size (0: prompt + n-predict)", &o.ctx_size);
     p.option("-ub,--ubatch-size", "N", "tokens per forward micro-batch", &o.ubatch);
     p.option("--backend", "NAME", "cpu or cuda", &o.backend);
+    add_device_flags(p, o.device);
 }
 
 std::unique_ptr<Context> make_context(const Model& model, const GenerateOptions& o,
@@ -118,6 +121,7 @@ std::unique_ptr<Context> make_context(const Model& model, const GenerateOptions&
     co.n_ubatch = o.ubatch;
     co.n_threads = o.threads;
     co.backend = o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu;
+    apply_device_flags(o.device, co);
     return Context::create(model, co);
 }
 

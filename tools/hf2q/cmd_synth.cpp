@@ -31,6 +31,10 @@ int run_synth(const std::vector<std::string>& args) {
     p.option("--vocab-from", "FILE",
              "copy tokenizer.* keys (and the vocabulary size) from this GGUF", &o.vocab_from);
     p.option("-t,--threads", "N", "threads (0 = all cores)", &o.threads);
+    p.flag("--fast",
+           "for benchmarks: build each big matrix from " + std::to_string(synth::kFastPoolRows) +
+               " quantized rows in a seeded order (same tensors, types and sizes; F32 tensors exact)",
+           &o.fast);
     p.flag("-f,--force", "replace an existing output file", &o.overwrite);
     p.flag("--no-progress", "do not draw a progress bar", &no_progress);
     if (!p.parse(args)) return 0;

@@ -22,6 +22,9 @@ class CpuBackend final : public ops::Backend {
     void geglu(const ops::GegluParams& p) override { cpu::geglu(ctx_, p); }
     void attention(const ops::AttentionParams& p) override { cpu::attention(ctx_, p); }
     void moe_route(const ops::MoeRouteParams& p) override { cpu::moe_route(ctx_, p); }
+    void moe_group(const ops::MoeGroupParams& p) override { cpu::moe_group(ctx_, p); }
+    void moe_matmul(const ops::MoeMatmulParams& p) override { cpu::moe_matmul(ctx_, p); }
+    void moe_combine(const ops::MoeCombineParams& p) override { cpu::moe_combine(ctx_, p); }
     void gather_rows(const ops::GatherRowsParams& p) override { cpu::gather_rows(ctx_, p); }
     void scatter_add(const ops::ScatterAddParams& p) override { cpu::scatter_add(ctx_, p); }
     void kv_store(const ops::KvStoreParams& p) override { cpu::kv_store(ctx_, p); }
@@ -39,7 +42,8 @@ class CpuBackend final : public ops::Backend {
   private:
     ThreadPool pool_;
     Scratch scratch_;
-    Context ctx_{pool_, scratch_};
+    std::vector<float> rows_;
+    Context ctx_{pool_, scratch_, rows_};
 };
 
 }  // namespace

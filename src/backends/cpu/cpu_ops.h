@@ -34,6 +34,7 @@ class Scratch {
 struct Context {
     ThreadPool& pool;
     Scratch& scratch;
+    std::vector<float>& rows;  // gathered MoE rows (moe_matmul); only grows
 };
 
 void rms_norm(Context& c, const ops::RmsNormParams& p);
@@ -43,6 +44,9 @@ void get_rows(Context& c, const ops::GetRowsParams& p);
 void geglu(Context& c, const ops::GegluParams& p);
 void attention(Context& c, const ops::AttentionParams& p);
 void moe_route(Context& c, const ops::MoeRouteParams& p);
+void moe_group(Context& c, const ops::MoeGroupParams& p);
+void moe_matmul(Context& c, const ops::MoeMatmulParams& p);
+void moe_combine(Context& c, const ops::MoeCombineParams& p);
 void gather_rows(Context& c, const ops::GatherRowsParams& p);
 void scatter_add(Context& c, const ops::ScatterAddParams& p);
 void kv_store(Context& c, const ops::KvStoreParams& p);

@@ -1,29 +1,49 @@
-// Attention of query tokens over the paged KV cache (ops/attention.h).
+// Attention of query tokens over the paged KV cache (ops/attention.h): the dispatcher
+// and the small kernels around the two fast paths (attention_common.cuh).
 //
-// One block of 4 warps per (token, head). Each warp takes every 4th visible key,
-// lanes split the head dimension (head_dim <= 512: 16 values per lane), the dot
-// product is a warp reduction, and the warp keeps an online softmax (running max,
-// sum and weighted V). The 4 partial states are merged at the end. Memory is O(1)
-// per query; only the visible key range [lo, pos] is read. A correct baseline for
-// the tiled flash-attention kernels.
+// A call runs, in order on the stream:
+//   1. plan (n_tokens ≥ kMinRun): one block per query tile finds the runs of rows
+//      with one block table and consecutive positions; runs of ≥ kMinRun rows are
+//      recorded for the tile kernel and their tokens flagged as handled;
+//   2. the tensor-core tile kernel over those runs (attention_tile.cu);
+//   3. the split kernel over every other token (attention_split.cu), with the key
+//      range split in n_split parts when the (token, head group) blocks alone
+//      cannot fill the GPU (decode);
+//   4. the combiner merging split partials (n_split > 1).
+// Positions and tables are device data, so the split between the paths is decided
+// on the device; the host only sizes the grids. Everything lives in the caller's
+// workspace (plan, flags, partials); nothing is allocated here.
+//
+// Head sizes other than 64, 128, 256 and 512 (or unaligned buffers) take a generic
+// f32 kernel: one block of 4 warps per (token, head), a warp per key.
+#include <algorithm>
 #include <cfloat>
 
-#include "backends/cuda/common.cuh"
+#include "backends/cuda/attention_common.cuh"
 #include "backends/cuda/kernels.h"
 
 namespace hf2q::cuda {
 namespace {
 
+using attn::kMaxSplits;
+using attn::kMinRun;
+using attn::kPlanStride;
+
+// ---- generic fallback ---------------------------------------------------------
+
 constexpr int kWarps = 4;
 constexpr int kMaxPerLane = 16;  // head_dim <= 512
 
-__global__ void attention_kernel(ops::AttentionParams p) {
+// One block of 4 warps per (token, head). Each warp takes every 4th visible key,
+// lanes split the head dimension, the dot product is a warp reduction, and the warp
+// keeps an online softmax; the 4 partial states are merged at the end.
+__global__ void attention_generic_kernel(ops::AttentionParams p) {
     const int64_t t = blockIdx.x, h = blockIdx.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t hd = p.head_dim, kvh = h / (p.n_heads / p.n_kv_heads);
     const int64_t row = p.n_kv_heads * hd;
     const int32_t pos = p.pos[t];
-    const int32_t lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+    const int32_t lo = attn::window_lo(pos, p.window);
     const int32_t* table = p.tables[t];
     const float* q = p.q + (t * p.n_heads + h) * hd;
 
@@ -36,7 +56,8 @@ __global__ void attention_kernel(ops::AttentionParams p) {
     }
     float m = -FLT_MAX, l = 0.0f;
     for (int32_t j = lo + warp; j <= pos; j += kWarps) {
-        const int64_t slot = static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
+        const int64_t slot =
+            static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
         const float* k = p.k_pool + slot * row + kvh * hd;
         const float* v = p.v_pool + slot * row + kvh * hd;
         float dot = 0.0f;
@@ -82,15 +103,170 @@ __global__ void attention_kernel(ops::AttentionParams p) {
     }
 }
 
+// ---- plan ---------------------------------------------------------------------
+
+// Index of the last set bit at or below r (bit 0 is always set).
+__device__ int run_begin(const unsigned* words, int r) {
+    for (int i = r / 32; i >= 0; --i) {
+        unsigned bits = words[i];
+        if (i == r / 32) bits &= (2u << (r % 32)) - 1;
+        if (bits) return i * 32 + 31 - __clz(bits);
+    }
+    return 0;
+}
+
+// Index of the first set bit above r, or n_rows.
+__device__ int run_end(const unsigned* words, int r, int n_rows) {
+    for (int i = r / 32; i < n_rows / 32; ++i) {
+        unsigned bits = words[i];
+        if (i == r / 32) bits &= ~((2u << (r % 32)) - 1);
+        if (bits) return i * 32 + __ffs(bits) - 1;
+    }
+    return n_rows;
+}
+
+// One block of bm threads (a multiple of 32, ≤ kMaxTileRows) per query tile: row r
+// starts a new run unless it continues row r − 1 (same table, next position).
+// plan: [n_tiles][kPlanStride] (see attention_common.cuh); handled: [n_tokens].
+__global__ void attention_plan_kernel(const ops::AttentionParams p, int bm, int* __restrict__ plan,
+                                      int* __restrict__ handled) {
+    __shared__ unsigned breaks[attn::kMaxTileRows / 32];
+    __shared__ int n_runs;
+    const int r = static_cast<int>(threadIdx.x);
+    const int64_t t0 = int64_t{blockIdx.x} * bm, t = t0 + r;
+    const int n_valid = static_cast<int>(min(int64_t{bm}, p.n_tokens - t0));
+    const bool valid = r < n_valid;
+    bool brk = true;  // rows past the batch end every run
+    if (valid && r > 0) brk = p.tables[t] != p.tables[t - 1] || p.pos[t] != p.pos[t - 1] + 1;
+    const unsigned ballot = __ballot_sync(0xffffffffu, brk);
+    if (r % 32 == 0) breaks[r / 32] = ballot;
+    if (r == 0) n_runs = 0;
+    __syncthreads();
+    if (valid) {
+        const int b = run_begin(breaks, r), e = run_end(breaks, r, bm);
+        const bool taken = e - b >= kMinRun;
+        handled[t] = taken ? 1 : 0;
+        if (taken && b == r) {
+            const int i = atomicAdd(&n_runs, 1);  // order is irrelevant: runs are disjoint
+            plan[blockIdx.x * kPlanStride + 1 + 2 * i] = b;
+            plan[blockIdx.x * kPlanStride + 2 + 2 * i] = e;
+        }
+    }
+    __syncthreads();
+    if (r == 0) plan[blockIdx.x * kPlanStride] = n_runs;
+}
+
+// ---- combine ------------------------------------------------------------------
+
+// One block per (token, head): out = Σ_s w_s·acc_s / Σ_s w_s·l_s, w_s = 2^(m_s − M).
+__global__ void attention_combine_kernel(const ops::AttentionParams p,
+                                         const int* __restrict__ handled, int n_split,
+                                         const float* __restrict__ part) {
+    const int64_t t = blockIdx.x, h = blockIdx.y;
+    if (handled != nullptr && handled[t]) return;
+    const int64_t D = p.head_dim;
+    const int64_t row = t * p.n_heads + h;
+    const float* acc = part + row * n_split * D;
+    const float* ml = part + p.n_tokens * p.n_heads * n_split * D + row * n_split * 2;
+    __shared__ float w[kMaxSplits];
+    __shared__ float inv_l;
+    if (threadIdx.x < 32) {
+        const int lane = static_cast<int>(threadIdx.x);
+        float M = -FLT_MAX;
+        for (int s = lane; s < n_split; s += 32)
+            if (ml[2 * s + 1] > 0.0f) M = fmaxf(M, ml[2 * s]);
+        for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+        float L = 0.0f;
+        for (int s = lane; s < n_split; s += 32) {
+            const float l = ml[2 * s + 1];
+            w[s] = l > 0.0f ? exp2f(ml[2 * s] - M) : 0.0f;  // empty splits: never read acc
+            L += w[s] * l;
+        }
+        for (int off = 16; off > 0; off >>= 1) L += __shfl_xor_sync(0xffffffffu, L, off);
+        if (lane == 0) inv_l = 1.0f / L;
+    }
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        float o = 0.0f;
+        for (int s = 0; s < n_split; ++s)
+            if (w[s] > 0.0f) o += w[s] * acc[s * D + d];
+        p.out[row * D + d] = o * inv_l;
+    }
+}
+
+// ---- dispatch -----------------------------------------------------------------
+
+bool aligned16(const void* ptr) {
+    return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0;
+}
+
+int sm_count() {
+    int dev = 0, n = 0;
+    HF2Q_CUDA_CHECK(cudaGetDevice(&dev));
+    HF2Q_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n > 0 ? n : 1;
+}
+
 }  // namespace
 
-void launch_attention(const ops::AttentionParams& p, cudaStream_t s) {
+void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& ws, cudaStream_t s) {
     if (p.n_tokens <= 0) return;
     if (p.head_dim > 32 * kMaxPerLane) fail("CUDA attention: head size ", p.head_dim, " above 512");
-    HF2Q_ASSERT(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0);
-    dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
-    attention_kernel<<<grid, 32 * kWarps, 0, s>>>(p);
-    HF2Q_CUDA_LAUNCH_CHECK();
+    HF2Q_ASSERT(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0);
+    HF2Q_ASSERT(p.head_dim > 0 && p.block_size > 0 && p.window >= 0);
+    const int64_t D = p.head_dim;
+    const bool fast = (D == 64 || D == 128 || D == 256 || D == 512) && aligned16(p.q) &&
+                      aligned16(p.out) && aligned16(p.k_pool) && aligned16(p.v_pool);
+    if (!fast) {
+        dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
+        attention_generic_kernel<<<grid, 32 * kWarps, 0, s>>>(p);
+        HF2Q_CUDA_LAUNCH_CHECK();
+        return;
+    }
+    const float scale_log2 = p.scale * attn::kLog2e;
+
+    // 1-2. Long runs on tensor cores. The plan (ints) heads the workspace.
+    size_t used = 0;  // floats of the workspace taken by the plan
+    const int* handled = nullptr;
+    if (p.n_tokens >= kMinRun && ws.buf != nullptr && !ws.f32_only) {
+        const int bm = attn::tile_rows(D);
+        const int64_t n_tiles = (p.n_tokens + bm - 1) / bm;
+        const size_t plan_ints =
+            (static_cast<size_t>(n_tiles * kPlanStride + p.n_tokens) + 63) / 64 * 64;
+        if (n_tiles <= 65535 && plan_ints <= ws.floats) {
+            int* plan = reinterpret_cast<int*>(ws.buf);
+            int* flags = plan + n_tiles * kPlanStride;
+            attention_plan_kernel<<<static_cast<unsigned>(n_tiles), bm, 0, s>>>(p, bm, plan, flags);
+            HF2Q_CUDA_LAUNCH_CHECK();
+            attn::launch_tile(p, plan, n_tiles, scale_log2, s);
+            handled = flags;
+            used = plan_ints;
+        }
+    }
+
+    // 3-4. Everything else on the split kernel. A block serves HB query heads of one
+    // KV head (the largest power of two ≤ 8 dividing the group) so they share K/V
+    // loads; the key range is split until there are ~4 blocks per SM, as far as the
+    // workspace holds the partials.
+    const int64_t group = p.n_heads / p.n_kv_heads;
+    const int hb = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+    const int64_t blocks = p.n_tokens * (p.n_heads / hb);
+    static const int n_sm = sm_count();
+    const int64_t target = 4 * static_cast<int64_t>(n_sm);
+    int n_split = 1;
+    if (blocks < target && ws.buf != nullptr && ws.floats > used) {
+        const size_t per_split = static_cast<size_t>(p.n_tokens * p.n_heads * (D + 2));
+        const int64_t fit = static_cast<int64_t>((ws.floats - used) / per_split);
+        const int64_t want = std::min<int64_t>(kMaxSplits, (target + blocks - 1) / blocks);
+        n_split = static_cast<int>(std::max<int64_t>(1, std::min(want, fit)));
+    }
+    float* part = ws.buf != nullptr ? ws.buf + used : nullptr;
+    attn::launch_split(p, handled, hb, n_split, part, scale_log2, s);
+    if (n_split > 1) {
+        const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
+        attention_combine_kernel<<<grid, 128, 0, s>>>(p, handled, n_split, part);
+        HF2Q_CUDA_LAUNCH_CHECK();
+    }
 }
 
 }  // namespace hf2q::cuda

@@ -5,14 +5,34 @@
 
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
 #include "core/progress.h"
 
 namespace hf2q::cuda {
 namespace {
 
-// Weight rows expanded per SGEMM call: 64 Mi floats (256 MiB).
-constexpr size_t kScratchFloats = size_t{64} << 20;
+// Weight rows expanded per tensor-core GEMM: 128 Mi BF16 values (256 MiB; 32
+// experts of the 26B-A4B gate_up projection per grouped launch).
+constexpr size_t kGemmWeightElems = size_t{128} << 20;
+// Weight rows expanded per SGEMM call (reference precision): 32 Mi floats (128 MiB).
+constexpr size_t kGemmF32Elems = size_t{32} << 20;
+// Split-KV partial results of the attention: 16 Mi floats (64 MiB).
+constexpr size_t kAttentionFloats = size_t{16} << 20;
+
+class CudaGraph final : public ops::Graph {
+public:
+    CudaGraph(cudaGraphExec_t exec, cudaStream_t s) : exec_(exec), stream_(s) {}
+    ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+    void launch() override { HF2Q_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+private:
+    cudaGraphExec_t exec_;
+    cudaStream_t stream_;
+};
+
+// cuBLAS workspace given explicitly, so captured GEMMs never allocate.
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 class CudaBackend final : public ops::Backend {
 public:
@@ -23,12 +43,24 @@ public:
         HF2Q_CUDA_CHECK(cudaSetDevice(o.device));
         HF2Q_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) fail("cannot create a cuBLAS handle");
-        scratch_.buf = static_cast<float*>(alloc(kScratchFloats * sizeof(float)));
-        scratch_.floats = kScratchFloats;
+        if (cublasSetWorkspace(cublas_, alloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
+            fail("cannot set the cuBLAS workspace");
+        ws_.w = static_cast<__nv_bfloat16*>(alloc(kGemmWeightElems * sizeof(__nv_bfloat16)));
+        ws_.w_elems = kGemmWeightElems;
+        ws_.f32 = static_cast<float*>(alloc(kGemmF32Elems * sizeof(float)));
+        ws_.f32_elems = kGemmF32Elems;
+        ws_.ptrs = static_cast<void**>(alloc(3 * kMaxGroup * sizeof(void*)));
+        env_.ws = &ws_;
+        env_.cublas = cublas_;
+        env_.precision = o.precision;
+        attn_ws_.buf = static_cast<float*>(alloc(kAttentionFloats * sizeof(float)));
+        attn_ws_.floats = kAttentionFloats;
+        attn_ws_.f32_only = o.precision == MatmulPrecision::f32;
     }
     ~CudaBackend() override {
         cudaStreamSynchronize(stream_);
         for (void* p : allocs_) cudaFree(p);
+        if (ws_.x) cudaFree(ws_.x);
         cublasDestroy(cublas_);
         cudaStreamDestroy(stream_);
     }
@@ -62,16 +94,43 @@ public:
         HF2Q_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
+    std::unique_ptr<ops::Graph> capture(const std::function<void()>& body) override {
+        HF2Q_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        cudaGraph_t graph = nullptr;
+        try {
+            body();
+        } catch (...) {
+            cudaStreamEndCapture(stream_, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            cudaGetLastError();
+            throw;
+        }
+        HF2Q_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+        cudaGraphExec_t exec = nullptr;
+        cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        HF2Q_CUDA_CHECK(e);
+        return std::make_unique<CudaGraph>(exec, stream_);
+    }
+    void reserve_matmul_inputs(int64_t elems) override { ensure_activations(env_, elems); }
     void fill_zero(void* dst, size_t bytes) override { HF2Q_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_)); }
     void synchronize() override { HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+    size_t free_memory() const override {
+        size_t free_b = 0, total_b = 0;
+        HF2Q_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        return free_b;
+    }
 
     void rms_norm(const ops::RmsNormParams& p) override { launch_rms_norm(p, stream_); }
     void rope(const ops::RopeParams& p) override { launch_rope(p, stream_); }
-    void matmul(const ops::MatmulParams& p) override { launch_matmul(p, scratch_, cublas_, stream_); }
+    void matmul(const ops::MatmulParams& p) override { launch_matmul(p, env_, stream_); }
     void get_rows(const ops::GetRowsParams& p) override { launch_get_rows(p, stream_); }
     void geglu(const ops::GegluParams& p) override { launch_geglu(p, stream_); }
-    void attention(const ops::AttentionParams& p) override { launch_attention(p, stream_); }
+    void attention(const ops::AttentionParams& p) override { launch_attention(p, attn_ws_, stream_); }
     void moe_route(const ops::MoeRouteParams& p) override { launch_moe_route(p, stream_); }
+    void moe_group(const ops::MoeGroupParams& p) override { launch_moe_group(p, stream_); }
+    void moe_matmul(const ops::MoeMatmulParams& p) override { launch_moe_matmul(p, env_, stream_); }
+    void moe_combine(const ops::MoeCombineParams& p) override { launch_moe_combine(p, stream_); }
     void gather_rows(const ops::GatherRowsParams& p) override { launch_gather_rows(p, stream_); }
     void scatter_add(const ops::ScatterAddParams& p) override { launch_scatter_add(p, stream_); }
     void kv_store(const ops::KvStoreParams& p) override { launch_kv_store(p, stream_); }
@@ -84,7 +143,9 @@ public:
 private:
     cudaStream_t stream_ = nullptr;
     cublasHandle_t cublas_ = nullptr;
-    MatmulScratch scratch_;
+    GemmWorkspace ws_;
+    MatmulEnv env_;
+    AttentionWorkspace attn_ws_;
     std::vector<void*> allocs_;
 };
 

@@ -7,8 +7,15 @@
 
 namespace hf2q::cuda {
 
+// How batched work computes: tensor cores (BF16 matmul operands, F16 attention
+// operands, f32 accumulation) or f32 throughout (cuBLAS SGEMM and f32 attention;
+// the reference precision the parity tests use).
+enum class MatmulPrecision { bf16, f32 };
+
 struct CudaOptions {
     int device = 0;
+    // Batched matmuls: BF16 tensor cores (default) or f32 SGEMM (reference precision).
+    MatmulPrecision precision = MatmulPrecision::bf16;
 };
 
 // Number of usable CUDA devices (0 when there is no driver or GPU).

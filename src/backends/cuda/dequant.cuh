@@ -171,6 +171,92 @@ __device__ __forceinline__ float dq<GgmlType::MXFP4>(const uint8_t* row, int64_t
     return __fmul_rn(static_cast<float>(kMxfp4[nib32(b + 1, static_cast<int>(i % 32))]), mxfp4_scale(b[0]));
 }
 
+// Eight consecutive values i0 .. i0+7 of a row (i0 % 8 == 0, all inside the row),
+// bit-exact with dq<T>. The generic version decodes element by element; the types
+// of the common mixtures (Q4_K, Q5_K, Q6_K, Q8_0, F16, BF16, F32) share the block's
+// scales and load the quants with wide loads where the layout allows.
+template <GgmlType T>
+__device__ __forceinline__ void dq8(const uint8_t* row, int64_t i0, float (&v)[8]) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = dq<T>(row, i0 + k);
+}
+
+template <>
+__device__ __forceinline__ void dq8<GgmlType::F32>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const float* r = reinterpret_cast<const float*>(row) + i0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = r[k];
+}
+
+// Q4_K: 8 values of one 32-wide sub-block: one 8-byte load of low or high nibbles.
+template <>
+__device__ __forceinline__ void dq8<GgmlType::Q4_K>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const uint8_t* b = row + (i0 / 256) * 144;
+    const int e = static_cast<int>(i0 % 256), c = e / 64, l = e % 32;
+    int sc, m;
+    kscale(b + 4, e / 32, sc, m);
+    const float d1 = __fmul_rn(f16(b), static_cast<float>(sc));
+    const float m1 = __fmul_rn(f16(b + 2), static_cast<float>(m));
+    const uint8_t* qp = b + 16 + 32 * c + l;
+    uint32_t lo, hi;  // the 8 quant bytes, one 8-byte load when aligned (rows of 144·n bytes are)
+    if (reinterpret_cast<uintptr_t>(qp) % 8 == 0) {
+        const uint2 u = *reinterpret_cast<const uint2*>(qp);
+        lo = u.x;
+        hi = u.y;
+    } else {
+        lo = qp[0] | (qp[1] << 8) | (qp[2] << 16) | (static_cast<uint32_t>(qp[3]) << 24);
+        hi = qp[4] | (qp[5] << 8) | (qp[6] << 16) | (static_cast<uint32_t>(qp[7]) << 24);
+    }
+    const int shift = (e % 64) >= 32 ? 4 : 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const uint32_t byte = ((k < 4 ? lo : hi) >> (8 * (k % 4))) & 0xffu;
+        v[k] = __fsub_rn(__fmul_rn(d1, static_cast<float>((byte >> shift) & 15)), m1);
+    }
+}
+
+template <>
+__device__ __forceinline__ void dq8<GgmlType::Q5_K>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const uint8_t* b = row + (i0 / 256) * 176;
+    const int e = static_cast<int>(i0 % 256), c = e / 64, l = e % 32, sub = e / 32;
+    int sc, m;
+    kscale(b + 4, sub, sc, m);
+    const float d1 = __fmul_rn(f16(b), static_cast<float>(sc));
+    const float m1 = __fmul_rn(f16(b + 2), static_cast<float>(m));
+    const int shift = (e % 64) >= 32 ? 4 : 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const int low = (b[48 + 32 * c + l + k] >> shift) & 15;
+        const int q = low + 16 * ((b[16 + l + k] >> sub) & 1);
+        v[k] = __fsub_rn(__fmul_rn(d1, static_cast<float>(q)), m1);
+    }
+}
+
+template <>
+__device__ __forceinline__ void dq8<GgmlType::Q6_K>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const uint8_t* b = row + (i0 / 256) * 210;
+    const int e = static_cast<int>(i0 % 256), h = e / 128, r = e % 128, g = r / 32, l = r % 32;
+    // 8 consecutive values share one 16-wide scale.
+    const float d = __fmul_rn(f16(b + 208), static_cast<float>(static_cast<int8_t>(b[192 + e / 16])));
+    const uint8_t* ql = b + 64 * h + l + 32 * (g & 1);
+    const uint8_t* qh = b + 128 + 32 * h + l;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const int low = g < 2 ? (ql[k] & 15) : (ql[k] >> 4);
+        const int high = (qh[k] >> (2 * g)) & 3;
+        v[k] = __fmul_rn(d, static_cast<float>((low | (high << 4)) - 32));
+    }
+}
+
+template <>
+__device__ __forceinline__ void dq8<GgmlType::Q8_0>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const uint8_t* b = row + (i0 / 32) * 34;
+    const float d = f16(b);
+    const int8_t* q = reinterpret_cast<const int8_t*>(b + 2 + i0 % 32);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(static_cast<float>(q[k]), d);
+}
+
 // Calls f.template operator()<T>() for the runtime type t; false if t is not a
 // storage type this backend decodes.
 template <class F>

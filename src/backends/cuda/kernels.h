@@ -5,14 +5,29 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "backends/cuda/cuda_backend.h"
 #include "ops/backend.h"
 
 namespace hf2q::cuda {
 
-// Scratch the matmul may use to expand weight tiles (device memory, bytes).
-struct MatmulScratch {
+struct GemmWorkspace;
+
+// What the matmul launchers share: the workspace, the cuBLAS handle, the precision.
+struct MatmulEnv {
+    GemmWorkspace* ws = nullptr;
+    cublasHandle_t cublas = nullptr;
+    MatmulPrecision precision = MatmulPrecision::bf16;
+};
+
+// Grows the BF16 activation buffer of the workspace to at least `elems` values
+// (synchronises the device when it has to reallocate; the size only grows).
+void ensure_activations(MatmulEnv& env, int64_t elems);
+
+// Scratch the attention may use for split-KV partial results (device memory).
+struct AttentionWorkspace {
     float* buf = nullptr;
     size_t floats = 0;
+    bool f32_only = false;  // reference precision: no F16 tensor-core tiles
 };
 
 void launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t s);
@@ -23,9 +38,12 @@ void launch_mul(const float* a, const float* b, float* y, int64_t n, cudaStream_
 void launch_scale(float* x, float v, int64_t n, cudaStream_t s);
 void launch_softcap(float* x, float cap, int64_t n, cudaStream_t s);
 void launch_get_rows(const ops::GetRowsParams& p, cudaStream_t s);
-void launch_matmul(const ops::MatmulParams& p, const MatmulScratch& scratch, cublasHandle_t h, cudaStream_t s);
-void launch_attention(const ops::AttentionParams& p, cudaStream_t s);
+void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s);
+void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& ws, cudaStream_t s);
 void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s);
+void launch_moe_group(const ops::MoeGroupParams& p, cudaStream_t s);
+void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream_t s);
+void launch_moe_combine(const ops::MoeCombineParams& p, cudaStream_t s);
 void launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t s);
 void launch_scatter_add(const ops::ScatterAddParams& p, cudaStream_t s);
 void launch_kv_store(const ops::KvStoreParams& p, cudaStream_t s);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 
@@ -40,10 +41,13 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         route_w_ = buf(T * K);
         route_ids_ = be.alloc_array<int32_t>(sz(T * K));
         xe_ = buf(T * H);
-        gu_ = buf(T * 2 * c.n_ff_exp);
-        ge_ = buf(T * c.n_ff_exp);
-        ye_ = buf(T * H);
+        gu_ = buf(T * K * 2 * c.n_ff_exp);
+        ge_ = buf(T * K * c.n_ff_exp);
+        ye_ = buf(T * K * H);
         expert_rows_ = be.alloc_array<int32_t>(sz(T * K));
+        slot_of_ = be.alloc_array<int32_t>(sz(T * K));
+        moe_offsets_ = be.alloc_array<int32_t>(sz(c.n_expert + 1));
+        moe_offsets_host_.resize(sz(c.n_expert + 1));
         expert_w_ = buf(T * K);
         route_ids_host_.resize(sz(T * K));
         route_w_host_.resize(sz(T * K));
@@ -58,6 +62,11 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         be.upload(d, v.data(), v.size() * sizeof(float));
         return d;
     };
+    // Largest matmul input: T rows of the widest activation, or T·k expert rows.
+    int64_t widest = std::max({H, q_width, ff, c.n_embd_per_layer});
+    int64_t inputs = T * widest;
+    if (c.is_moe()) inputs = std::max(inputs, T * c.n_expert_used * std::max(H, c.n_ff_exp));
+    be.reserve_matmul_inputs(inputs);
     inv_freq_full_ = place(w.inv_freq_full);
     inv_freq_swa_ = place(w.inv_freq_swa);
 }
@@ -101,8 +110,45 @@ void Forward::per_layer_inputs(const BatchView& b) {
     be_.scale(pl_, 1.0f / std::sqrt(2.0f), T * LP);
 }
 
+// Decode-sized batches (no host synchronisation inside: MoE grouping on the device,
+// one LM-head chunk) replay a graph per (tokens, output rows) shape: the first
+// batch of a shape runs eagerly (workspaces reach their size), the second records
+// the graph, later ones only launch it. Batch contents live in the same buffers
+// every step, so the recorded pointers stay valid.
 void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits_host) {
     HF2Q_ASSERT(b.n_tokens > 0 && b.n_tokens <= max_tokens_);
+    const bool replayable =
+        graphs_ && !observer_ && b.n_tokens <= kMoeDeviceTokens && b.n_out <= kHeadChunk && !be_.host_memory();
+    if (!replayable) {
+        layers(b, kv);
+        head(b, logits_host);
+        return;
+    }
+    const std::pair<int64_t, int64_t> key{b.n_tokens, b.n_out};
+    auto it = graphs_by_shape_.find(key);
+    if (it == graphs_by_shape_.end()) {
+        graphs_by_shape_[key] = nullptr;  // seen once: eager
+        layers(b, kv);
+        head(b, logits_host);
+        return;
+    }
+    if (!it->second) {
+        it->second = be_.capture([&] {
+            layers(b, kv);
+            head_logits(b, 0, b.n_out);
+        });
+        if (!it->second) {  // the backend has no graphs
+            graphs_ = false;
+            layers(b, kv);
+            head(b, logits_host);
+            return;
+        }
+    }
+    it->second->launch();
+    if (b.n_out > 0) be_.download(logits_host, logits_, sz(b.n_out * c_.n_vocab) * sizeof(float));
+}
+
+void Forward::layers(const BatchView& b, const std::vector<LayerKv>& kv) {
     embed(b);
     if (c_.has_ple()) per_layer_inputs(b);
     for (int64_t il = 0; il < c_.n_layer; ++il) {
@@ -112,7 +158,6 @@ void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, float* log
         if (c_.has_ple()) ple(il, b.n_tokens);
         if (l.output_scale != 1.0f) be_.scale(x_, l.output_scale, b.n_tokens * c_.n_embd);
     }
-    head(b, logits_host);
 }
 
 }  // namespace hf2q::gemma4

@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -52,8 +55,14 @@ public:
     // them. logits_host: [n_out][n_vocab] in host memory.
     void run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits_host);
 
+    // Replay decode-sized batches as graphs where the backend has them (default on).
+    void enable_graphs(bool on) { graphs_ = on; }
+
     // Rows of logits computed per LM-head call (bounds the logits buffer).
     static constexpr int64_t kHeadChunk = 64;
+    // Up to this many tokens a device backend groups MoE rows without reading the
+    // grouping on the host (decode stays free of synchronisation).
+    static constexpr int64_t kMoeDeviceTokens = 64;
 
 private:
     void embed(const BatchView& b);
@@ -61,9 +70,12 @@ private:
     void attention(int64_t il, const BatchView& b, const std::vector<LayerKv>& kv);
     void dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void moe(const LayerWeights& l, int64_t il, int64_t T, float* out);
+    void moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void feed_forward(int64_t il, int64_t T);
     void ple(int64_t il, int64_t T);
     void head(const BatchView& b, float* logits_host);
+    void head_logits(const BatchView& b, int64_t r0, int64_t n);
+    void layers(const BatchView& b, const std::vector<LayerKv>& kv);
     // y = x · Wᵀ for T rows; reports x to the observer first. `name` is the GGUF
     // tensor name without "blk.N." (layer il < 0: a global tensor).
     void project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x, float* y,
@@ -75,6 +87,9 @@ private:
     ops::Backend& be_;
     int64_t max_tokens_;
     MatmulObserver observer_;
+    bool graphs_ = true;
+    // Recorded graphs by (tokens, output rows); nullptr: shape seen once, not recorded.
+    std::map<std::pair<int64_t, int64_t>, std::unique_ptr<ops::Graph>> graphs_by_shape_;
     std::vector<float> observed_;  // host copy of observed rows (device backends)
     // Activations in backend memory, row-major [tokens][width].
     float *x_, *cur_, *tmp_, *tmp2_;          // [T][H]
@@ -83,8 +98,11 @@ private:
     float *pl_ = nullptr, *pl_tok_ = nullptr, *pl_gate_ = nullptr;  // PLE [T][L·P], [T][L·P], [T][P]
     float *router_logits_ = nullptr, *route_w_ = nullptr;  // [T][E], [T][k]
     int32_t* route_ids_ = nullptr;            // [T][k]
-    float *xe_ = nullptr, *gu_ = nullptr, *ge_ = nullptr, *ye_ = nullptr;  // rows routed to one expert
+    float *xe_ = nullptr, *gu_ = nullptr, *ge_ = nullptr, *ye_ = nullptr;  // [T·k] grouped expert rows
     int32_t* expert_rows_ = nullptr;          // [T·k] token rows grouped by expert
+    int32_t* slot_of_ = nullptr;              // [T·k] grouped row of each (token, slot)
+    int32_t* moe_offsets_ = nullptr;          // [E + 1] grouped rows of each expert
+    std::vector<int32_t> moe_offsets_host_;   // host copy (large batches on devices)
     float* expert_w_ = nullptr;               // [T·k] their routing weights
     float* out_rows_;                         // [kHeadChunk][H]
     float* logits_;                           // [kHeadChunk][n_vocab]

@@ -141,8 +141,10 @@ void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out
 
 // Routed experts: router on the un-normed residual x (rmsnorm without weight,
 // ⊙ router scale, / √H), softmax top-k with per-expert scales; each expert runs on
-// the rows routed to it (input rmsnorm(x; pre_ffw_norm_2)), outputs weighted and
-// summed in expert order.
+// the rows routed to it (input rmsnorm(x; pre_ffw_norm_2)), and every token sums
+// its k weighted expert outputs in slot order. The grouping by expert stays in
+// backend memory; only large batches on a device backend read the group offsets on
+// the host (one synchronisation per layer) to size tensor-core launches.
 void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, Fe = c_.n_ff_exp;
     be_.rms_norm(norm(x_, cur_, l.ffn_gate_inp_scale, T, H, c_.rms_eps));
@@ -157,8 +159,76 @@ void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     rp.n_experts = E;
     rp.k = K;
     be_.moe_route(rp);
-
     be_.rms_norm(norm(x_, cur_, l.pre_ffw_norm_2, T, H, c_.rms_eps));
+    if (observer_) {
+        moe_per_expert(l, il, T, out);
+        return;
+    }
+
+    ops::MoeGroupParams g;
+    g.ids = route_ids_;
+    g.n_tokens = T;
+    g.k = K;
+    g.n_experts = E;
+    g.offsets = moe_offsets_;
+    g.rows = expert_rows_;
+    g.slot_of = slot_of_;
+    be_.moe_group(g);
+    const int32_t* host_offsets = nullptr;
+    if (be_.host_memory()) {
+        host_offsets = moe_offsets_;
+    } else if (T > kMoeDeviceTokens) {
+        be_.download(moe_offsets_host_.data(), moe_offsets_, sz(E + 1) * sizeof(int32_t));
+        host_offsets = moe_offsets_host_.data();
+    }
+    auto experts = [&](const ExpertWeights& w, const int32_t* x_rows, const float* x, float* y, int64_t ys) {
+        ops::MoeMatmulParams m;
+        m.w = w.first;
+        m.expert_bytes = w.expert_bytes;
+        m.n_experts = E;
+        m.offsets = moe_offsets_;
+        m.host_offsets = host_offsets;
+        m.x_rows = x_rows;
+        m.x = x;
+        m.y = y;
+        m.y_stride = ys;
+        m.n_rows = T * K;
+        be_.moe_matmul(m);
+    };
+    if (!l.gate_up_exps.empty()) {
+        experts(l.gate_up_exps, expert_rows_, cur_, gu_, 2 * Fe);
+    } else {
+        experts(l.gate_exps, expert_rows_, cur_, gu_, 2 * Fe);
+        experts(l.up_exps, expert_rows_, cur_, gu_ + Fe, 2 * Fe);
+    }
+    ops::GegluParams gg;
+    gg.gate = gu_;
+    gg.up = gu_ + Fe;
+    gg.out = ge_;
+    gg.rows = T * K;
+    gg.n = Fe;
+    gg.gate_stride = 2 * Fe;
+    gg.up_stride = 2 * Fe;
+    gg.out_stride = Fe;
+    be_.geglu(gg);
+    experts(l.down_exps, nullptr, ge_, ye_, H);
+    ops::MoeCombineParams cb;
+    cb.y = ye_;
+    cb.y_stride = H;
+    cb.slot_of = slot_of_;
+    cb.weights = route_w_;
+    cb.out = out;
+    cb.out_stride = H;
+    cb.n_tokens = T;
+    cb.k = K;
+    cb.n = H;
+    be_.moe_combine(cb);
+}
+
+// The same experts one at a time with the grouping on the host, so an observer
+// (imatrix collection) sees each expert's input rows as one matrix.
+void Forward::moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float* out) {
+    const int64_t H = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, Fe = c_.n_ff_exp;
     // Group the (token, slot) pairs by expert on the host (counting sort, token
     // order kept inside an expert), then upload the grouped rows once.
     be_.download(route_ids_host_.data(), route_ids_, sz(T * K) * sizeof(int32_t));
@@ -258,24 +328,30 @@ void Forward::ple(int64_t il, int64_t T) {
 // logits = softcap(rmsnorm(x[out_rows]; output_norm) · Eᵀ), E the tied embedding,
 // in chunks of kHeadChunk rows so the logits buffer stays small at 262k vocab.
 void Forward::head(const BatchView& b, float* logits_host) {
-    const int64_t H = c_.n_embd, V = c_.n_vocab;
-    const ops::WeightView& lm = w_.output.empty() ? w_.token_embd : w_.output;
     for (int64_t r0 = 0; r0 < b.n_out; r0 += kHeadChunk) {
         const int64_t n = std::min(kHeadChunk, b.n_out - r0);
-        ops::GatherRowsParams g;
-        g.src = x_;
-        g.src_stride = H;
-        g.dst = out_rows_;
-        g.dst_stride = H;
-        g.rows = b.out_rows + r0;
-        g.n_rows = n;
-        g.n = H;
-        be_.gather_rows(g);
-        be_.rms_norm(norm(out_rows_, out_rows_, w_.output_norm, n, H, c_.rms_eps));
-        be_.matmul(linear(lm, out_rows_, logits_, n));
-        if (c_.softcap > 0.0f) be_.softcap(logits_, c_.softcap, n * V);
-        be_.download(logits_host + r0 * V, logits_, sz(n * V) * sizeof(float));
+        head_logits(b, r0, n);
+        be_.download(logits_host + r0 * c_.n_vocab, logits_, sz(n * c_.n_vocab) * sizeof(float));
     }
+}
+
+// Logits of output rows r0 .. r0+n (n <= kHeadChunk) into logits_.
+void Forward::head_logits(const BatchView& b, int64_t r0, int64_t n) {
+    if (n <= 0) return;
+    const int64_t H = c_.n_embd, V = c_.n_vocab;
+    const ops::WeightView& lm = w_.output.empty() ? w_.token_embd : w_.output;
+    ops::GatherRowsParams g;
+    g.src = x_;
+    g.src_stride = H;
+    g.dst = out_rows_;
+    g.dst_stride = H;
+    g.rows = b.out_rows + r0;
+    g.n_rows = n;
+    g.n = H;
+    be_.gather_rows(g);
+    be_.rms_norm(norm(out_rows_, out_rows_, w_.output_norm, n, H, c_.rms_eps));
+    be_.matmul(linear(lm, out_rows_, logits_, n));
+    if (c_.softcap > 0.0f) be_.softcap(logits_, c_.softcap, n * V);
 }
 
 }  // namespace hf2q::gemma4

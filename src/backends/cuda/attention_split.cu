@@ -1,0 +1,345 @@
+// Attention of single query tokens on f32 CUDA cores, optionally split along the
+// key range (flash decoding). Used for decode tokens, mixed batches and the rows of a
+// prefill tile that are not part of a long run (attention_common.cuh).
+//
+// One block of 128 threads per (token, group of HB query heads of one KV head,
+// split). The block walks its share of the token's visible keys [lo, pos] in chunks
+// of CK keys (CK·D = 4096 floats: 16 KiB of K and 16 KiB of V), double-buffered with
+// cp.async (K and V of chunk c + 1 land while chunk c is computed). Per chunk:
+//   1. scores: thread (key j, part dp) dots 32 head-dim values of K row j with the HB
+//      query rows (q in shared memory, broadcast) -> partial sums in shared memory;
+//   2. softmax: warp w owns heads w, w + 4, ...; sums the partials, keeps the running
+//      max and sum (log2 units) and writes p = exp2(s − m);
+//   3. P·V: thread (4 head-dim columns, key phase jp) accumulates HB float4s.
+// Every query head of the group reuses each K and V load (GQA), and all arithmetic
+// is f32, so results match the CPU reference to rounding.
+//
+// n_split == 1 writes the normalised output; otherwise the unnormalised accumulator
+// and (m, l) go to the workspace and attention.cu's combiner merges the splits.
+//
+// Blocks stride over the tokens (grid.x is capped), so a prefill batch whose tokens
+// the tile kernel took costs a few thousand quick skips, not one block per token.
+// Pool offsets of a chunk's keys are looked up one chunk ahead by CK threads (32-bit
+// index arithmetic) and kept in shared memory.
+#include <algorithm>
+#include <cfloat>
+
+#include "backends/cuda/attention_common.cuh"
+
+namespace hf2q::cuda::attn {
+namespace {
+
+// Blocks along the tokens; more tokens are strided over.
+constexpr int64_t kMaxTokenBlocks = 1024;
+
+template <int D>
+struct SplitShape {
+    static constexpr int kThreads = 128;
+    static constexpr int kKeys = 4096 / D;               // CK: keys per chunk
+    static constexpr int kParts = kThreads / kKeys;      // DP: 32-float parts per K row
+    static constexpr int kVPhases = kThreads / (D / 4);  // JP: key phases of the P·V threads
+    static constexpr int kKLd = D + 4;  // K rows padded: the score phase reads 8 rows at once
+    static_assert(D / kParts == 32 && kVPhases >= 1, "unexpected split shape");
+};
+
+template <int D, int HB>
+constexpr size_t split_smem_floats() {
+    using S = SplitShape<D>;
+    return 2 * size_t{S::kKeys} * S::kKLd       // K chunks
+           + 2 * size_t{S::kKeys} * D           // V chunks
+           + size_t{HB} * D                     // q rows
+           + size_t{S::kParts} * HB * S::kKeys  // partial dots
+           + size_t{HB} * S::kKeys              // probabilities
+           + 4 * size_t{HB}                     // m, l, correction (+ padding)
+           + 4 * size_t{S::kKeys};              // pool offsets of two chunks (int64)
+}
+
+// One (token, head group, split) work item; the caller synchronises between items.
+template <int D, int HB>
+__device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_t t, int n_split,
+                                           float* __restrict__ part, float scale_log2, float* sm) {
+    using S = SplitShape<D>;
+    constexpr int CK = S::kKeys, DP = S::kParts, JP = S::kVPhases, KLD = S::kKLd, NT = S::kThreads;
+
+    const int64_t h0 = int64_t{blockIdx.y} * HB;
+    const int split = static_cast<int>(blockIdx.z);
+    const int64_t kvh = h0 / (p.n_heads / p.n_kv_heads);
+    const int64_t kv_row = p.n_kv_heads * D;
+    const int32_t bs = static_cast<int32_t>(p.block_size);
+    const int32_t pos = p.pos[t];
+    const int32_t lo = window_lo(pos, p.window);
+    const int32_t* table = p.tables[t];
+    // Chunks of this split (every split but possibly the last gets `per` chunks).
+    const int n_chunks = (pos - lo + 1 + CK - 1) / CK;
+    const int per = (n_chunks + n_split - 1) / n_split;
+    const int c_begin = split * per;
+    const int c_end = min(n_chunks, c_begin + per);
+
+    float* ks = sm;                  // [2][CK][KLD]
+    float* vs = ks + 2 * CK * KLD;   // [2][CK][D]
+    float* qs = vs + 2 * CK * D;     // [HB][D]
+    float* red = qs + HB * D;        // [DP][HB][CK]
+    float* ps = red + DP * HB * CK;  // [HB][CK]
+    float* m_s = ps + HB * CK;       // [HB]
+    float* l_s = m_s + HB;           // [HB]
+    float* corr_s = l_s + HB;        // [HB]
+    int64_t* koff =
+        reinterpret_cast<int64_t*>(corr_s + 2 * HB);  // [2][CK] (8-byte aligned: even offset)
+
+    const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+    for (int u = tid; u < HB * D / 4; u += NT) {
+        const int hh = u / (D / 4), c = (u % (D / 4)) * 4;
+        *reinterpret_cast<float4*>(qs + hh * D + c) =
+            __ldg(reinterpret_cast<const float4*>(p.q + (t * p.n_heads + h0 + hh) * D + c));
+    }
+    if (tid < HB) {
+        m_s[tid] = -FLT_MAX;  // see attention_tile.cu: avoids inf − inf
+        l_s[tid] = 0.0f;
+    }
+
+    // Pool offset of row r of chunk c (this KV head), or -1 past pos.
+    auto key_offset = [&](int c, int r) -> int64_t {
+        const int32_t j = lo + c * CK + r;
+        if (c >= c_end || j > pos) return -1;
+        return (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * kv_row + kvh * D;
+    };
+    // Copies chunk c into buffer b (koff slot b); keys past pos become zeros.
+    auto issue = [&](int b) {
+#pragma unroll
+        for (int u = tid; u < CK * D / 4; u += NT) {
+            const int r = u / (D / 4), col = (u % (D / 4)) * 4;
+            const int64_t off = koff[b * CK + r];
+            const bool ok = off >= 0;
+            cp_async16(ks + (b * CK + r) * KLD + col, p.k_pool + (ok ? off + col : 0), ok ? 16 : 0);
+            cp_async16(vs + (b * CK + r) * D + col, p.v_pool + (ok ? off + col : 0), ok ? 16 : 0);
+        }
+    };
+
+    // P·V thread layout: 4 columns d4·4 .. d4·4 + 3, keys jp, jp + JP, ...
+    const int d4 = tid % (D / 4), jp = tid / (D / 4);
+    float4 acc[HB];
+#pragma unroll
+    for (int hh = 0; hh < HB; ++hh) acc[hh] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+    if (tid < CK) {
+        koff[tid] = key_offset(c_begin, tid);
+        koff[CK + tid] = key_offset(c_begin + 1, tid);
+    }
+    __syncthreads();
+    if (c_begin < c_end) issue(0);
+    cp_async_commit();
+    for (int c = c_begin; c < c_end; ++c) {
+        const int b = (c - c_begin) & 1;
+        if (c + 1 < c_end) issue(b ^ 1);
+        cp_async_commit();
+        // Offsets of chunk c + 2 (slot b, free once chunk c was issued), stored in phase 3.
+        const int64_t next_off = tid < CK ? key_offset(c + 2, tid) : -1;
+        cp_async_wait<1>();
+        __syncthreads();  // chunk c (and, on the first pass, q, m, l) visible
+
+        {  // 1. partial scores
+            const int j = tid % CK, dp = tid / CK;
+            const float* kr = ks + (b * CK + j) * KLD + dp * 32;
+            float dot[HB];
+#pragma unroll
+            for (int hh = 0; hh < HB; ++hh) dot[hh] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float4 k4 = *reinterpret_cast<const float4*>(kr + 4 * i);
+#pragma unroll
+                for (int hh = 0; hh < HB; ++hh) {
+                    const float4 q4 =
+                        *reinterpret_cast<const float4*>(qs + hh * D + dp * 32 + 4 * i);
+                    dot[hh] += q4.x * k4.x + q4.y * k4.y + q4.z * k4.z + q4.w * k4.w;
+                }
+            }
+#pragma unroll
+            for (int hh = 0; hh < HB; ++hh) red[(dp * HB + hh) * CK + j] = dot[hh];
+        }
+        __syncthreads();
+
+        {  // 2. online softmax per head
+            constexpr int PER = (CK + 31) / 32;
+            const int32_t kbase = lo + c * CK;
+            for (int hh = warp; hh < HB; hh += NT / 32) {
+                const float m_old = m_s[hh], l_old = l_s[hh];
+                float sv[PER];
+                float mx = -INFINITY;
+#pragma unroll
+                for (int i = 0; i < PER; ++i) {
+                    const int j = lane + 32 * i;
+                    sv[i] = -INFINITY;
+                    if (j < CK && kbase + j <= pos) {
+                        float s = 0.0f;
+#pragma unroll
+                        for (int dp = 0; dp < DP; ++dp) s += red[(dp * HB + hh) * CK + j];
+                        sv[i] = s * scale_log2;
+                    }
+                    mx = fmaxf(mx, sv[i]);
+                }
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1)
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+                const float m_new = fmaxf(m_old, mx);
+                const float corr = exp2f(m_old - m_new);
+                float sum = 0.0f;
+#pragma unroll
+                for (int i = 0; i < PER; ++i) {
+                    const int j = lane + 32 * i;
+                    if (j < CK) {
+                        const float e = exp2f(sv[i] - m_new);
+                        ps[hh * CK + j] = e;
+                        sum += e;
+                    }
+                }
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1)
+                    sum += __shfl_xor_sync(0xffffffffu, sum, off);
+                __syncwarp();  // every lane has read m_s / l_s before lane 0 rewrites them
+                if (lane == 0) {
+                    m_s[hh] = m_new;
+                    l_s[hh] = l_old * corr + sum;
+                    corr_s[hh] = corr;
+                }
+            }
+        }
+        __syncthreads();
+
+        {  // 3. P·V
+#pragma unroll
+            for (int hh = 0; hh < HB; ++hh) {
+                const float f = corr_s[hh];
+                acc[hh].x *= f;
+                acc[hh].y *= f;
+                acc[hh].z *= f;
+                acc[hh].w *= f;
+            }
+            const float* vb = vs + b * CK * D + d4 * 4;
+#pragma unroll 4
+            for (int j = jp; j < CK; j += JP) {
+                const float4 v4 = *reinterpret_cast<const float4*>(vb + j * D);
+#pragma unroll
+                for (int hh = 0; hh < HB; ++hh) {
+                    const float e = ps[hh * CK + j];
+                    acc[hh].x += e * v4.x;
+                    acc[hh].y += e * v4.y;
+                    acc[hh].z += e * v4.z;
+                    acc[hh].w += e * v4.w;
+                }
+            }
+            if (tid < CK) koff[b * CK + tid] = next_off;
+        }
+        __syncthreads();  // buffer b, koff slot b and ps are free for the next chunk
+    }
+    cp_async_wait<0>();
+
+    if constexpr (JP > 1) {
+        // Sum the JP key phases (HB·JP·D = HB·512 floats fit in the K buffers).
+        __syncthreads();
+        float* red2 = ks;
+#pragma unroll
+        for (int hh = 0; hh < HB; ++hh)
+            *reinterpret_cast<float4*>(red2 + (jp * HB + hh) * D + d4 * 4) = acc[hh];
+        __syncthreads();
+        if (jp == 0) {
+#pragma unroll
+            for (int hh = 0; hh < HB; ++hh)
+                for (int q = 1; q < JP; ++q) {
+                    const float4 v =
+                        *reinterpret_cast<const float4*>(red2 + (q * HB + hh) * D + d4 * 4);
+                    acc[hh].x += v.x;
+                    acc[hh].y += v.y;
+                    acc[hh].z += v.z;
+                    acc[hh].w += v.w;
+                }
+        }
+    }
+    __syncthreads();  // m_s, l_s final
+
+    if (n_split == 1) {
+        if (jp == 0) {
+#pragma unroll
+            for (int hh = 0; hh < HB; ++hh) {
+                const float inv = 1.0f / l_s[hh];
+                *reinterpret_cast<float4*>(p.out + (t * p.n_heads + h0 + hh) * D + d4 * 4) =
+                    make_float4(acc[hh].x * inv, acc[hh].y * inv, acc[hh].z * inv, acc[hh].w * inv);
+            }
+        }
+    } else {
+        const int64_t rows = p.n_tokens * p.n_heads;
+        if (jp == 0 && c_begin < c_end) {
+#pragma unroll
+            for (int hh = 0; hh < HB; ++hh) {
+                const int64_t idx = (t * p.n_heads + h0 + hh) * n_split + split;
+                *reinterpret_cast<float4*>(part + idx * D + d4 * 4) = acc[hh];
+            }
+        }
+        if (tid < HB) {
+            const int64_t idx = (t * p.n_heads + h0 + tid) * n_split + split;
+            float* ml = part + rows * n_split * D + idx * 2;
+            ml[0] = m_s[tid];
+            ml[1] = c_begin < c_end ? l_s[tid] : 0.0f;
+        }
+    }
+}
+
+template <int D, int HB>
+__global__ void __launch_bounds__(128)
+    attention_split_kernel(const ops::AttentionParams p, const int* __restrict__ handled,
+                           int n_split, float* __restrict__ part, float scale_log2) {
+    extern __shared__ __align__(16) float sm[];
+    for (int64_t t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
+        if (handled != nullptr && handled[t]) continue;
+        split_item<D, HB>(p, t, n_split, part, scale_log2, sm);
+        __syncthreads();  // the next item rewrites q, m, l and the offsets
+    }
+}
+
+template <int D, int HB>
+void launch_split_dh(const ops::AttentionParams& p, const int* handled, int n_split, float* part,
+                     float scale_log2, cudaStream_t s) {
+    constexpr size_t smem = split_smem_floats<D, HB>() * sizeof(float);
+    allow_smem<attention_split_kernel<D, HB>>(smem);
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.n_tokens, kMaxTokenBlocks)),
+                    static_cast<unsigned>(p.n_heads / HB), static_cast<unsigned>(n_split));
+    attention_split_kernel<D, HB>
+        <<<grid, SplitShape<D>::kThreads, smem, s>>>(p, handled, n_split, part, scale_log2);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+template <int D>
+void launch_split_d(const ops::AttentionParams& p, const int* handled, int hb, int n_split,
+                    float* part, float scale_log2, cudaStream_t s) {
+    switch (hb) {
+        case 1:
+            return launch_split_dh<D, 1>(p, handled, n_split, part, scale_log2, s);
+        case 2:
+            return launch_split_dh<D, 2>(p, handled, n_split, part, scale_log2, s);
+        case 4:
+            return launch_split_dh<D, 4>(p, handled, n_split, part, scale_log2, s);
+        case 8:
+            return launch_split_dh<D, 8>(p, handled, n_split, part, scale_log2, s);
+        default:
+            fail("internal error: attention split kernel for ", hb, " heads per block");
+    }
+}
+
+}  // namespace
+
+void launch_split(const ops::AttentionParams& p, const int* handled, int heads_per_block,
+                  int n_split, float* part, float scale_log2, cudaStream_t s) {
+    switch (p.head_dim) {
+        case 64:
+            return launch_split_d<64>(p, handled, heads_per_block, n_split, part, scale_log2, s);
+        case 128:
+            return launch_split_d<128>(p, handled, heads_per_block, n_split, part, scale_log2, s);
+        case 256:
+            return launch_split_d<256>(p, handled, heads_per_block, n_split, part, scale_log2, s);
+        case 512:
+            return launch_split_d<512>(p, handled, heads_per_block, n_split, part, scale_log2, s);
+        default:
+            fail("internal error: attention split kernel for head size ", p.head_dim);
+    }
+}
+
+}  // namespace hf2q::cuda::attn

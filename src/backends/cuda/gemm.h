@@ -1,0 +1,44 @@
+// Batched (prefill) linear layers on the tensor cores (gemm.cu). Internal to the
+// CUDA backend.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "ops/backend.h"
+
+namespace hf2q::cuda {
+
+// Device scratch of the tensor-core path: BF16 copies of weight tiles and of the
+// activations, and the pointer arrays of grouped launches. Sized once by the
+// backend (weights) or grown on first use (activations: the largest batch seen).
+struct GemmWorkspace {
+    __nv_bfloat16* w = nullptr;   // weight rows expanded to BF16
+    size_t w_elems = 0;
+    __nv_bfloat16* x = nullptr;   // activations in BF16
+    size_t x_elems = 0;
+    void** ptrs = nullptr;        // 3 × kMaxGroup pointers (A, B, C) of a grouped GEMM
+    float* f32 = nullptr;         // f32 weight rows of the reference (SGEMM) path
+    size_t f32_elems = 0;
+    bool no_grouped_gemm = false;  // cuBLAS refused the grouped BF16 → f32 call once
+};
+
+// Largest number of experts one grouped GEMM launch covers.
+constexpr int kMaxGroup = 128;
+
+// y = x · Wᵀ for a batch: W expanded to BF16 in row chunks that fit the workspace,
+// x converted to BF16 once, cuBLAS BF16 GEMM with f32 accumulation and f32 output.
+void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
+
+// The same over the experts of a 3-D weight, with the rows of each expert known on
+// the host (p.host_offsets): the active experts are expanded in groups that fit
+// the workspace and multiplied with one grouped cuBLAS call per group.
+void gemm_bf16_grouped(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
+
+// Reference precision: W expanded to f32 in row chunks, cuBLAS SGEMM (FP32 units).
+void gemm_f32(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
+
+}  // namespace hf2q::cuda

@@ -1,0 +1,35 @@
+// Matrix-vector products on block-format weights (gemv.cu): decode and small
+// batches, dense or grouped by expert. Internal to the CUDA backend.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/ggml_type.h"
+
+namespace hf2q::cuda {
+
+struct GemvArgs {
+    GgmlType type = GgmlType::F32;
+    const uint8_t* w = nullptr;   // expert 0 (or the only matrix), n_out rows
+    uint64_t row_bytes = 0;
+    uint64_t expert_bytes = 0;
+    int64_t n_in = 0;
+    int64_t n_out = 0;
+    const float* x = nullptr;     // rows of n_in activations, x_stride apart
+    int64_t x_stride = 0;
+    const int32_t* x_rows = nullptr;  // optional: output row r reads x row x_rows[r]
+    float* y = nullptr;           // y[r][o], y_stride apart
+    int64_t y_stride = 0;
+    int64_t n_rows = 0;           // rows when offsets is null
+    const int32_t* offsets = nullptr;  // [n_experts + 1] device, grouped launches
+    int64_t n_experts = 0;
+    bool x_vec = false;           // set by the launcher: x rows allow 16-byte loads
+};
+
+// Grouped launches cover at most max_active_experts experts with rows (an upper
+// bound the caller knows without reading the offsets: min(rows, n_experts)).
+void launch_gemv(const GemvArgs& a, int64_t max_active_experts, cudaStream_t s);
+
+}  // namespace hf2q::cuda

@@ -1,0 +1,120 @@
+// An ops::Backend decorator that times every call of the backend it wraps, for
+// ContextOptions::profile_ops. Each op runs between two inner.synchronize() calls
+// and is charged the host wall time in between, so on an asynchronous device the
+// time is the op's own (kernel launch plus execution), at the price of losing the
+// overlap between ops. Times are accumulated by op kind; matmuls are split by
+// batch class and weight type, attention by sliding / full window.
+//
+// Only a context created with profile_ops holds one: without it the forward pass
+// calls the real backend directly. While enabled, capture() returns no graph, so
+// the profiled run executes op by op even where the backend would replay graphs.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/ggml_type.h"
+#include "hf2q/engine.h"
+#include "ops/backend.h"
+
+namespace hf2q::runtime {
+
+class ProfilingBackend final : public ops::Backend {
+  public:
+    explicit ProfilingBackend(std::unique_ptr<ops::Backend> inner);
+
+    // While disabled, calls are forwarded without synchronizing or timing.
+    void set_enabled(bool on) { enabled_ = on; }
+    bool enabled() const { return enabled_; }
+    OpProfile profile() const;
+    void reset() { stats_.clear(); }
+
+    // Matmuls of at most this many token rows count as "small" (decode-like).
+    static constexpr int64_t kSmallMatmulTokens = 8;
+
+    const char* name() const override { return inner_->name(); }
+
+    bool host_memory() const override { return inner_->host_memory(); }
+    void* alloc(size_t bytes) override { return inner_->alloc(bytes); }
+    void upload(void* dst, const void* src, size_t bytes) override;
+    void download(void* dst, const void* src, size_t bytes) override;
+    void fill_zero(void* dst, size_t bytes) override;
+    void synchronize() override { inner_->synchronize(); }
+    size_t free_memory() const override { return inner_->free_memory(); }
+    // Graph replay would hide the individual ops (and a capture must not
+    // synchronize), so while enabled there are no graphs: the caller runs the ops.
+    std::unique_ptr<ops::Graph> capture(const std::function<void()>& body) override;
+    void reserve_matmul_inputs(int64_t elems) override { inner_->reserve_matmul_inputs(elems); }
+
+    void rms_norm(const ops::RmsNormParams& p) override;
+    void rope(const ops::RopeParams& p) override;
+    void matmul(const ops::MatmulParams& p) override;
+    void get_rows(const ops::GetRowsParams& p) override;
+    void geglu(const ops::GegluParams& p) override;
+    void attention(const ops::AttentionParams& p) override;
+    void moe_route(const ops::MoeRouteParams& p) override;
+    void moe_group(const ops::MoeGroupParams& p) override;
+    void moe_matmul(const ops::MoeMatmulParams& p) override;
+    void moe_combine(const ops::MoeCombineParams& p) override;
+
+    void gather_rows(const ops::GatherRowsParams& p) override;
+    void scatter_add(const ops::ScatterAddParams& p) override;
+    void kv_store(const ops::KvStoreParams& p) override;
+    void copy_blocks(const ops::CopyBlocksParams& p) override;
+
+    void add(const float* a, const float* b, float* y, int64_t n) override;
+    void scale(float* x, float s, int64_t n) override;
+    void mul(const float* a, const float* b, float* y, int64_t n) override;
+    void softcap(float* x, float cap, int64_t n) override;
+
+  private:
+    // One row of the profile. `variant` refines an op: the matmul batch class, the
+    // attention kind; `type` is the weight type of (moe_)matmul and get_rows.
+    enum class Op : uint8_t {
+        upload,
+        download,
+        fill_zero,
+        rms_norm,
+        rope,
+        matmul,
+        get_rows,
+        geglu,
+        attention,
+        moe_route,
+        moe_group,
+        moe_matmul,
+        moe_combine,
+        gather_rows,
+        scatter_add,
+        kv_store,
+        copy_blocks,
+        add,
+        scale,
+        mul,
+        softcap,
+    };
+    struct Key {
+        Op op;
+        uint8_t variant = 0;
+        GgmlType type = GgmlType::F32;
+        auto operator<=>(const Key&) const = default;
+    };
+    struct Stat {
+        int64_t calls = 0;
+        double seconds = 0.0;
+    };
+    static std::string key_name(const Key& k);
+
+    template <class F>
+    void timed(const Key& k, F&& run);
+
+    std::unique_ptr<ops::Backend> inner_;
+    bool enabled_ = true;
+    std::map<Key, Stat> stats_;
+};
+
+}  // namespace hf2q::runtime

@@ -1,0 +1,642 @@
+// CUDA attention (tensor-core tiles, split-KV decode, generic fallback; see
+// src/backends/cuda/attention*.cu) against the CPU reference over a grid of head
+// sizes, GQA ratios, windows, lengths, block sizes and batch shapes, plus a perf mode
+// (DISABLED_Perf, run with --gtest_also_run_disabled_tests).
+//
+// Pool slots a query must never read (below every query's window, past the cached
+// length, unused blocks) hold NaN, so a kernel that lets a masked key leak into the
+// result (even as 0·NaN) fails. Tolerances: relative L2 error ≤ 2e-3 where the
+// tensor-core path (F16 operands) may run; ≤ 1e-4 where only the f32 paths can run
+// (no run of ≥ 16 consecutive positions of one sequence in the batch).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "runtime/backend_factory.h"
+
+// The perf mode and the workspace-size tests call the launcher directly (own stream,
+// own workspace, CUDA events); they exist only where the CUDA headers do.
+#if __has_include(<cuda_runtime.h>)
+#include <cuda_runtime.h>
+
+#include "backends/cuda/kernels.h"
+#define HF2Q_ATTENTION_TEST_DIRECT 1
+#endif
+
+using namespace hf2q;
+
+namespace {
+
+constexpr double kTensorCoreTol = 2e-3;  // F16 operands, f32 accumulation
+constexpr double kF32Tol = 1e-4;         // f32 paths (split / generic kernels)
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+int32_t window_lo(int64_t p, int32_t window) {
+    return static_cast<int32_t>(window > 0 ? std::max<int64_t>(0, p - window + 1) : 0);
+}
+
+struct Seq {
+    int64_t ctx;      // cached positions 0 .. ctx−1
+    int64_t queries;  // query tokens at positions ctx−queries .. ctx−1
+};
+
+struct Case {
+    int64_t head_dim = 256, n_kv_heads = 2, gqa = 1, block_size = 16;
+    int32_t window = 0;
+    std::vector<Seq> seqs;
+    bool interleave = false;  // tokens round-robin over the sequences instead of back to back
+    bool release = false;     // table entries of blocks below every query's window become −1
+    float qk_sd = 0.0f;       // 0: chosen so that scores have a standard deviation of ~3
+    std::string label() const {
+        char b[160];
+        std::snprintf(b, sizeof b, "D=%lld gqa=%lld kv=%lld bs=%lld w=%d seqs=%zu%s%s",
+                      (long long)head_dim, (long long)gqa, (long long)n_kv_heads,
+                      (long long)block_size, window, seqs.size(), interleave ? " interleaved" : "",
+                      release ? " released" : "");
+        return b;
+    }
+};
+
+// Fast zero-mean values with standard deviation sd (uniform on ±√3·sd): the perf
+// cases fill ~10^8 floats.
+struct Fill {
+    uint64_t state;
+    float operator()(float sd) {
+        state += 0x9e3779b97f4a7c15ull;  // splitmix64
+        uint64_t z = state;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+        return (2.0f * u - 1.0f) * 1.7320508f * sd;
+    }
+};
+
+// Host-side pools, tables and batch of one case.
+struct KvSetup {
+    int64_t n_blocks = 0, kv_row = 0, n_heads = 0;
+    std::vector<float> k_pool, v_pool, q;
+    std::vector<std::vector<int32_t>> tables;
+    std::vector<int32_t> pos, table_len;
+    std::vector<size_t> token_seq;
+    bool has_long_run = false;  // some run of ≥ 16 consecutive query positions of one sequence
+};
+
+KvSetup build(const Case& c, std::mt19937& rng) {
+    KvSetup s;
+    const int64_t bs = c.block_size, D = c.head_dim;
+    s.n_heads = c.n_kv_heads * c.gqa;
+    s.kv_row = c.n_kv_heads * D;
+    int64_t used = 0;
+    for (const Seq& q : c.seqs) used += (q.ctx + bs - 1) / bs;
+    s.n_blocks = used + 3;  // a few blocks no sequence owns
+    std::vector<int32_t> ids(static_cast<size_t>(s.n_blocks));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+
+    const float sd = c.qk_sd > 0 ? c.qk_sd : std::pow(9.0f / static_cast<float>(D), 0.25f);
+    Fill fill{rng()};
+    const size_t pool = static_cast<size_t>(s.n_blocks * bs * s.kv_row);
+    s.k_pool.assign(pool, kNaN);
+    s.v_pool.assign(pool, kNaN);
+    size_t next = 0;
+    for (const Seq& q : c.seqs) {
+        const int64_t nb = (q.ctx + bs - 1) / bs;
+        // Lowest key any of this sequence's queries can see.
+        const int64_t lo = window_lo(q.ctx - q.queries, c.window);
+        std::vector<int32_t> table(static_cast<size_t>(nb));
+        for (int64_t b = 0; b < nb; ++b) table[static_cast<size_t>(b)] = ids[next++];
+        for (int64_t j = lo; j < q.ctx; ++j) {
+            const int64_t slot = table[static_cast<size_t>(j / bs)] * bs + j % bs;
+            for (int64_t i = 0; i < s.kv_row; ++i) {
+                s.k_pool[static_cast<size_t>(slot * s.kv_row + i)] = fill(sd);
+                s.v_pool[static_cast<size_t>(slot * s.kv_row + i)] = fill(1.0f);
+            }
+        }
+        if (c.release)
+            for (int64_t b = 0; (b + 1) * bs <= lo; ++b) table[static_cast<size_t>(b)] = -1;
+        s.tables.push_back(std::move(table));
+    }
+    // Tokens: back to back, or round-robin over the sequences.
+    std::vector<int64_t> emitted(c.seqs.size(), 0);
+    for (bool more = true; more;) {
+        more = false;
+        for (size_t i = 0; i < c.seqs.size(); ++i) {
+            const Seq& q = c.seqs[i];
+            const int64_t take = c.interleave ? std::min<int64_t>(1, q.queries - emitted[i])
+                                              : q.queries - emitted[i];
+            for (int64_t k = 0; k < take; ++k) {
+                s.pos.push_back(static_cast<int32_t>(q.ctx - q.queries + emitted[i]++));
+                s.token_seq.push_back(i);
+                s.table_len.push_back(static_cast<int32_t>(s.tables[i].size()));
+            }
+            more = more || emitted[i] < q.queries;
+        }
+    }
+    for (size_t t = 0, run = 0; t < s.pos.size(); ++t) {
+        const bool cont =
+            t > 0 && s.token_seq[t] == s.token_seq[t - 1] && s.pos[t] == s.pos[t - 1] + 1;
+        run = cont ? run + 1 : 1;
+        s.has_long_run = s.has_long_run || run >= 16;
+    }
+    s.q.resize(s.pos.size() * static_cast<size_t>(s.n_heads * D));
+    for (auto& x : s.q) x = fill(sd);
+    return s;
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<float>& ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (!std::isfinite(got[i])) return INFINITY;
+        const double d = static_cast<double>(got[i]) - ref[i];
+        num += d * d;
+        den += static_cast<double>(ref[i]) * ref[i];
+    }
+    return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+// Rounds to the nearest F16 / BF16 value (normal and subnormal ranges).
+float round_f16(float x) {
+    if (x == 0 || !std::isfinite(x)) return x;
+    if (std::fabs(x) < std::ldexp(1.0f, -14))
+        return std::ldexp(std::nearbyint(std::ldexp(x, 24)), -24);
+    int e = 0;
+    const float m = std::frexp(x, &e);
+    return std::ldexp(std::nearbyint(std::ldexp(m, 11)), e - 11);
+}
+float round_bf16(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    std::memcpy(&x, &u, 4);
+    return x;
+}
+
+class CudaAttention : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+        gpu = runtime::make_backend(BackendKind::cuda, 0);
+        cpu =
+            cpu::make_backend(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
+    }
+
+    template <class T>
+    T* dev(const std::vector<T>& v) {
+        T* d = gpu->alloc_array<T>(std::max<size_t>(v.size(), 1));
+        if (!v.empty()) gpu->upload(d, v.data(), v.size() * sizeof(T));
+        return d;
+    }
+
+    // Device copies of a setup, and the parameter structs of both backends.
+    struct Bound {
+        ops::AttentionParams host, device;
+        std::vector<const int32_t*> host_tabs;
+        float* dout = nullptr;
+    };
+    Bound bind(const Case& c, const KvSetup& s, std::vector<float>& ref_out) {
+        Bound b;
+        std::vector<int32_t*> dtables;
+        for (const auto& t : s.tables) dtables.push_back(dev(t));
+        std::vector<const int32_t*> dtabs;
+        for (size_t seq : s.token_seq) {
+            b.host_tabs.push_back(s.tables[seq].data());
+            dtabs.push_back(dtables[seq]);
+        }
+        const int64_t T = static_cast<int64_t>(s.pos.size());
+        ref_out.assign(s.q.size(), 0.0f);
+        b.host = ops::AttentionParams{s.q.data(),
+                                      ref_out.data(),
+                                      T,
+                                      s.n_heads,
+                                      c.n_kv_heads,
+                                      c.head_dim,
+                                      s.k_pool.data(),
+                                      s.v_pool.data(),
+                                      c.block_size,
+                                      s.pos.data(),
+                                      b.host_tabs.data(),
+                                      s.table_len.data(),
+                                      c.window,
+                                      1.0f,
+                                      s.n_blocks};
+        b.dout = gpu->alloc_array<float>(std::max<size_t>(s.q.size(), 1));
+        b.device = ops::AttentionParams{dev(s.q),      b.dout,        T,
+                                        s.n_heads,     c.n_kv_heads,  c.head_dim,
+                                        dev(s.k_pool), dev(s.v_pool), c.block_size,
+                                        dev(s.pos),    dev(dtabs),    dev(s.table_len),
+                                        c.window,      1.0f,          s.n_blocks};
+        return b;
+    }
+
+    std::vector<float> download(const float* d, size_t n) {
+        std::vector<float> v(n);
+        if (n) gpu->download(v.data(), d, n * sizeof(float));
+        return v;
+    }
+
+    // Runs one case on both backends; returns the relative L2 error and checks it
+    // against the tolerance of the paths that may run.
+    double check(const Case& c, double tol_override = 0) {
+        const KvSetup s = build(c, rng);
+        std::vector<float> ref;
+        Bound b = bind(c, s, ref);
+        cpu->attention(b.host);
+        gpu->attention(b.device);
+        const double err = rel_err(download(b.dout, s.q.size()), ref);
+        const bool fast_dim =
+            c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256 || c.head_dim == 512;
+        const bool tensor_cores = s.has_long_run && fast_dim;
+        const double tol = tol_override > 0 ? tol_override
+                           : tensor_cores   ? kTensorCoreTol
+                                            : kF32Tol;
+        EXPECT_LE(err, tol) << c.label() << " tokens=" << s.pos.size();
+        double& worst = tensor_cores ? worst_tc[static_cast<int>(c.head_dim)]
+                                     : worst_f32[static_cast<int>(c.head_dim)];
+        worst = std::max(worst, err);
+        return err;
+    }
+
+    void TearDown() override {
+        for (auto& [d, e] : worst_tc)
+            std::printf("  max rel err, tensor-core batches, D=%d: %.3g\n", d, e);
+        for (auto& [d, e] : worst_f32)
+            std::printf("  max rel err, f32-path batches,    D=%d: %.3g\n", d, e);
+    }
+
+    std::unique_ptr<ops::Backend> gpu, cpu;
+    std::mt19937 rng{20240917};
+    std::map<int, double> worst_tc, worst_f32;
+};
+
+}  // namespace
+
+// One prompt (optionally after a cached prefix: chunked prefill) over the grid of
+// head sizes, GQA ratios, windows (none, shorter and longer than the sequence),
+// odd lengths and block sizes.
+TEST_F(CudaAttention, PrefillGrid) {
+    int i = 0;
+    for (int64_t D : {64, 256, 512})
+        for (int64_t gqa : {1, 2, 8})
+            for (int32_t window : {0, 24, 5000})
+                for (int64_t len : {1, 7, 63, 65, 200}) {
+                    Case c;
+                    c.head_dim = D;
+                    c.gqa = gqa;
+                    c.window = window;
+                    c.block_size = int64_t{8} << (i % 3);
+                    const int64_t prefix = i % 2 ? 37 : 0;
+                    c.seqs = {{prefix + len, len}};
+                    c.release = window > 0 && i % 4 == 1;
+                    check(c);
+                    ++i;
+                }
+}
+
+// Long prompts: many query tiles, key tiles skipped by the causal mask and the
+// window, and (bs 8 / 32) tables with many entries.
+TEST_F(CudaAttention, LongPrefill) {
+    int i = 0;
+    for (int64_t D : {256, 512})
+        for (int64_t gqa : {2, 8})
+            for (int32_t window : {0, 300}) {
+                Case c;
+                c.head_dim = D;
+                c.gqa = gqa;
+                c.window = window;
+                c.block_size = int64_t{8} << (i % 3);
+                c.seqs = {{1100, 1100}};
+                c.release = window > 0;
+                check(c);
+                ++i;
+            }
+    Case c;  // 128 head dim (small models' global layers), chunked
+    c.head_dim = 128;
+    c.gqa = 2;
+    c.seqs = {{1100, 700}};
+    check(c);
+}
+
+// A sliding-window chunk whose table has released (−1) blocks below the window.
+TEST_F(CudaAttention, SlidingWindowReleasedBlocks) {
+    for (int64_t D : {256, 512})
+        for (int64_t bs : {8, 16, 32}) {
+            Case c;
+            c.head_dim = D;
+            c.gqa = D == 512 ? 8 : 2;
+            c.window = 64;
+            c.block_size = bs;
+            c.release = true;
+            c.seqs = {{300, 50}, {301, 1}, {170, 3}};
+            check(c);
+            c.interleave = true;
+            check(c);
+        }
+}
+
+// Decode batches: 64 sequences of different lengths, one token each (interleaved
+// order), sliding and full layers of the Gemma 4 shapes.
+TEST_F(CudaAttention, ManySequencesDecode) {
+    for (int variant = 0; variant < 3; ++variant) {
+        Case c;
+        c.head_dim = variant == 0 ? 256 : 512;
+        c.n_kv_heads = variant == 0 ? 8 : 2;
+        c.gqa = variant == 0 ? 2 : 8;
+        c.window = variant == 0 ? 1024 : 0;
+        c.release = variant == 0;
+        c.block_size = variant == 2 ? 32 : 16;
+        for (int s = 0; s < 64; ++s) c.seqs.push_back({1 + (s * 97 + variant * 13) % 1500, 1});
+        c.interleave = true;
+        check(c);
+    }
+}
+
+// Mixed batches: two prompts back to back (a tile straddles them), plus decode
+// tokens; interleaved prefill tokens of two sequences; short speculative runs.
+TEST_F(CudaAttention, MixedBatches) {
+    for (int64_t D : {128, 256, 512}) {
+        Case c;
+        c.head_dim = D;
+        c.gqa = D == 512 ? 8 : 2;
+        c.block_size = 16;
+        c.seqs = {{100, 100}, {150, 150}, {40, 1}, {700, 1}, {5, 1}};
+        check(c);
+        c.window = 32;
+        c.release = true;
+        check(c);
+
+        Case il = c;  // two prompts, tokens alternating
+        il.window = 0;
+        il.release = false;
+        il.seqs = {{90, 90}, {70, 70}};
+        il.interleave = true;
+        check(il);
+
+        Case spec = c;  // 8 sequences verifying 5 draft tokens each
+        spec.window = 0;
+        spec.release = false;
+        spec.seqs.clear();
+        for (int s = 0; s < 8; ++s) spec.seqs.push_back({50 + 31 * s, 5});
+        check(spec);
+
+        Case chunk = c;  // a chunk of a long prompt next to 20 decode tokens
+        chunk.window = 0;
+        chunk.release = false;
+        chunk.seqs = {{540, 40}};
+        for (int s = 0; s < 20; ++s) chunk.seqs.push_back({1 + 29 * s, 1});
+        check(chunk);
+    }
+}
+
+// One token: the key range is split across many blocks (flash decoding).
+TEST_F(CudaAttention, SingleTokenBatch) {
+    for (int64_t D : {64, 256, 512})
+        for (int64_t gqa : {1, 8}) {
+            Case c;
+            c.head_dim = D;
+            c.gqa = gqa;
+            c.seqs = {{778, 1}};
+            check(c);
+            c.seqs = {{1, 1}};
+            check(c);
+        }
+}
+
+// Decode over ≥ 4096 keys: many splits per (token, head) and the combiner.
+TEST_F(CudaAttention, LongContextDecode) {
+    Case c;
+    c.head_dim = 512;
+    c.gqa = 8;
+    c.seqs = {{5000, 1}};
+    check(c);
+    c.seqs = {{4096, 1}, {4097, 1}, {6000, 1}};
+    c.gqa = 1;
+    check(c);
+    Case w;  // sliding layer: only the last 1024 keys, the rest released
+    w.head_dim = 256;
+    w.n_kv_heads = 8;
+    w.gqa = 2;
+    w.window = 1024;
+    w.release = true;
+    w.seqs = {{4500, 1}, {4096, 2}};
+    check(w);
+}
+
+// Head sizes without a fast kernel run the generic f32 kernel.
+TEST_F(CudaAttention, OtherHeadSizesUseGenericKernel) {
+    for (int64_t D : {8, 32, 96, 160})
+        for (int32_t window : {0, 5}) {
+            Case c;
+            c.head_dim = D;
+            c.gqa = 2;
+            c.window = window;
+            c.block_size = 8;
+            c.seqs = {{40, 40}, {17, 1}};
+            check(c, 1e-5);
+        }
+}
+
+// n_tokens = 0 is a no-op (null pointers allowed, output untouched).
+TEST_F(CudaAttention, EmptyBatch) {
+    std::vector<float> sentinel(64, 7.0f);
+    float* dout = dev(sentinel);
+    ops::AttentionParams p;
+    p.out = dout;
+    p.n_tokens = 0;
+    p.n_heads = 16;
+    p.n_kv_heads = 2;
+    p.head_dim = 512;
+    p.block_size = 16;
+    gpu->attention(p);
+    EXPECT_EQ(download(dout, sentinel.size()), sentinel);
+}
+
+// F16 vs BF16 operand rounding at Gemma 4's head sizes, measured on the CPU
+// reference (inputs rounded, f32 math): why the tile kernel uses F16. Also the error
+// of the GPU at unit-RMS q and k (QK-normed activations, scores with sd √D).
+TEST_F(CudaAttention, PrecisionF16VersusBf16) {
+    for (int64_t D : {256, 512})
+        for (float qk_sd : {0.0f, 1.0f}) {
+            Case c;
+            c.head_dim = D;
+            c.gqa = D == 512 ? 8 : 2;
+            c.qk_sd = qk_sd;
+            c.seqs = {{300, 300}};
+            const KvSetup s = build(c, rng);
+            std::vector<float> ref;
+            Bound b = bind(c, s, ref);
+            cpu->attention(b.host);
+            double err[2];
+            for (int k = 0; k < 2; ++k) {
+                KvSetup r = s;
+                for (auto* v : {&r.q, &r.k_pool, &r.v_pool})
+                    for (float& x : *v) x = k == 0 ? round_f16(x) : round_bf16(x);
+                std::vector<float> out(ref.size());
+                ops::AttentionParams p = b.host;
+                p.q = r.q.data();
+                p.k_pool = r.k_pool.data();
+                p.v_pool = r.v_pool.data();
+                p.out = out.data();
+                cpu->attention(p);
+                err[k] = rel_err(out, ref);
+            }
+            gpu->attention(b.device);
+            const double gpu_err = rel_err(download(b.dout, s.q.size()), ref);
+            std::printf(
+                "  D=%lld q/k sd=%s: operands rounded to F16 %.3g, to BF16 %.3g; CUDA kernel "
+                "%.3g\n",
+                (long long)D, qk_sd > 0 ? "1 (unit RMS)" : "score sd 3", err[0], err[1], gpu_err);
+            EXPECT_LT(err[0], err[1] / 4) << "F16 should be ~8x more precise than BF16";
+            EXPECT_LE(gpu_err, qk_sd > 0 ? 2e-2 : kTensorCoreTol);
+        }
+}
+
+#ifdef HF2Q_ATTENTION_TEST_DIRECT
+
+// The launcher with a workspace too small for the tile plan or for splits (all
+// work then runs on the split kernel, unsplit) and with none at all.
+TEST_F(CudaAttention, SmallWorkspace) {
+    Case c;
+    c.head_dim = 512;
+    c.gqa = 8;
+    c.seqs = {{300, 120}, {2000, 1}};
+    const KvSetup s = build(c, rng);
+    std::vector<float> ref;
+    Bound b = bind(c, s, ref);
+    cpu->attention(b.host);
+    const size_t plan_only = 4096;  // fits the plan of 2 tiles + 121 flags, no partials
+    float* buf = gpu->alloc_array<float>(plan_only);
+    for (size_t floats : {size_t{0}, size_t{100}, plan_only}) {
+        gpu->fill_zero(b.dout, s.q.size() * sizeof(float));
+        gpu->synchronize();  // the launcher runs on the legacy stream here
+        cuda::AttentionWorkspace ws{floats ? buf : nullptr, floats};
+        cuda::launch_attention(b.device, ws, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const double err = rel_err(download(b.dout, s.q.size()), ref);
+        EXPECT_LE(err, floats == plan_only ? kTensorCoreTol : kF32Tol)
+            << "workspace floats " << floats;
+    }
+}
+
+namespace {
+
+struct PerfCase {
+    const char* name;
+    int64_t D, n_heads, n_kv, tokens_per_seq, n_seq, ctx;
+    int32_t window;
+};
+
+}  // namespace
+
+// Achieved TFLOP/s (4·D per visible (query head, key) pair) and KV bytes per second,
+// timed with CUDA events over back-to-back launches on one stream. A sample of rows
+// is checked against the CPU reference.
+TEST_F(CudaAttention, DISABLED_Perf) {
+    const PerfCase cases[] = {
+        {"prefill 4096, D=256, 16/8 heads, window 1024", 256, 16, 8, 4096, 1, 4096, 1024},
+        {"prefill 4096, D=512, 16/2 heads, causal", 512, 16, 2, 4096, 1, 4096, 0},
+        {"decode 64 seqs x 1 @1024, D=256, 16/8, w 1024", 256, 16, 8, 1, 64, 1024, 1024},
+        {"decode 64 seqs x 1 @1024, D=512, 16/2", 512, 16, 2, 1, 64, 1024, 0},
+        {"decode 1 seq @32768, D=512, 16/2", 512, 16, 2, 1, 1, 32768, 0},
+        {"decode 1 seq @32768, D=256, 16/8, w 1024", 256, 16, 8, 1, 1, 32768, 1024},
+    };
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    cuda::AttentionWorkspace ws{gpu->alloc_array<float>(size_t{16} << 20), size_t{16} << 20};
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (const PerfCase& pc : cases) {
+        Case c;
+        c.head_dim = pc.D;
+        c.n_kv_heads = pc.n_kv;
+        c.gqa = pc.n_heads / pc.n_kv;
+        c.window = pc.window;
+        c.release = pc.window > 0;
+        for (int64_t i = 0; i < pc.n_seq; ++i) c.seqs.push_back({pc.ctx, pc.tokens_per_seq});
+        c.interleave = true;
+        const KvSetup s = build(c, rng);
+        std::vector<float> ref;
+        Bound b = bind(c, s, ref);
+        double flops = 0, kv_bytes = 0;
+        for (int32_t p : s.pos) {
+            const double keys = p - window_lo(p, pc.window) + 1;
+            flops += 4.0 * pc.D * pc.n_heads * keys;
+            kv_bytes += 2.0 * 4 * pc.D * pc.n_kv * keys;
+        }
+        const int iters = pc.tokens_per_seq > 1 ? 10 : 50;
+        gpu->synchronize();
+        auto time_it = [&](const ops::AttentionParams& p, int n,
+                           const cuda::AttentionWorkspace& w) {
+            cuda::launch_attention(p, w, stream);
+            cudaEventRecord(e0, stream);
+            for (int i = 0; i < n; ++i) cuda::launch_attention(p, w, stream);
+            cudaEventRecord(e1, stream);
+            cudaEventSynchronize(e1);
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            return ms / n;
+        };
+        const float ms = time_it(b.device, iters, ws);
+        ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+        // Reference on a sample of rows (first, middle and last 16 tokens).
+        std::vector<float> got = download(b.dout, s.q.size());
+        const int64_t T = static_cast<int64_t>(s.pos.size()), D = pc.D, H = pc.n_heads;
+        std::vector<int64_t> rows;
+        for (int64_t t = 0; t < T; ++t)
+            if (t < 16 || (t >= T / 2 && t < T / 2 + 16) || t >= T - 16) rows.push_back(t);
+        std::vector<float> sq, sref(rows.size() * H * D), sgot;
+        std::vector<int32_t> spos, slen;
+        std::vector<const int32_t*> stabs;
+        for (int64_t t : rows) {
+            sq.insert(sq.end(), s.q.begin() + t * H * D, s.q.begin() + (t + 1) * H * D);
+            sgot.insert(sgot.end(), got.begin() + t * H * D, got.begin() + (t + 1) * H * D);
+            spos.push_back(s.pos[t]);
+            slen.push_back(s.table_len[t]);
+            stabs.push_back(b.host_tabs[t]);
+        }
+        ops::AttentionParams hp = b.host;
+        hp.q = sq.data();
+        hp.out = sref.data();
+        hp.n_tokens = static_cast<int64_t>(rows.size());
+        hp.pos = spos.data();
+        hp.table_len = slen.data();
+        hp.tables = stabs.data();
+        cpu->attention(hp);
+        const double err = rel_err(sgot, sref);
+        std::printf("  %-48s %9.1f us  %7.1f TFLOP/s  %7.0f GB/s KV  (rel err %.2g)\n", pc.name,
+                    ms * 1e3, flops / (ms * 1e-3) / 1e12, kv_bytes / (ms * 1e-3) / 1e9, err);
+        EXPECT_LE(err, kTensorCoreTol) << pc.name;
+        // The generic f32 kernel on the same work (an unaligned q forces it), once.
+        if (pc.tokens_per_seq == 1 || pc.window > 0) {
+            float* q_off = gpu->alloc_array<float>(s.q.size() + 1) + 1;
+            gpu->synchronize();
+            ops::AttentionParams slow = b.device;
+            slow.q = q_off;
+            const float ms_slow = time_it(slow, pc.tokens_per_seq > 1 ? 1 : 5, ws);
+            std::printf("  %-48s %9.1f us  %7.1f TFLOP/s  (generic f32 kernel)\n", "",
+                        ms_slow * 1e3, flops / (ms_slow * 1e-3) / 1e12);
+        }
+        if (pc.tokens_per_seq == 1) {  // without a workspace: no key-range splits
+            const float ms_one = time_it(b.device, iters, cuda::AttentionWorkspace{});
+            std::printf("  %-48s %9.1f us  %7.0f GB/s KV  (split kernel, no key-range split)\n", "",
+                        ms_one * 1e3, kv_bytes / (ms_one * 1e-3) / 1e9);
+        }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaStreamDestroy(stream);
+}
+
+#endif  // HF2Q_ATTENTION_TEST_DIRECT

@@ -1,0 +1,140 @@
+// ContextOptions::profile_ops on the parity fixtures (CPU backend): the profile
+// names the ops the forward pass runs with call counts that follow from the model
+// and the micro-batching, and profiling leaves the logits bit for bit unchanged.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/fixture.h"
+#include "runtime/context_impl.h"
+
+using namespace hf2q;
+using namespace hf2q::test;
+
+namespace {
+
+class Profiling : public ::testing::TestWithParam<std::string> {};
+
+std::map<std::string, OpProfile::Entry> by_name(const OpProfile& p) {
+    std::map<std::string, OpProfile::Entry> m;
+    for (const auto& e : p.entries) {
+        EXPECT_FALSE(m.count(e.name)) << "duplicate entry " << e.name;
+        m[e.name] = e;
+    }
+    return m;
+}
+
+int64_t calls_with_prefix(const OpProfile& p, const std::string& prefix) {
+    int64_t n = 0;
+    for (const auto& e : p.entries)
+        if (e.name.rfind(prefix, 0) == 0) n += e.calls;
+    return n;
+}
+
+std::vector<BatchToken> prompt_batch(const std::vector<int32_t>& ids) {
+    std::vector<BatchToken> b;
+    for (size_t i = 0; i < ids.size(); ++i) b.push_back({ids[i], 0, static_cast<int32_t>(i), true});
+    return b;
+}
+
+}  // namespace
+
+TEST_P(Profiling, OpKindsAndCallCounts) {
+    const Fixture& fx = *fixture(GetParam());
+    const auto& c = fx.model->impl().config();
+    const auto& ids = fx.prompts[3].ids;
+    ContextOptions o = small_context(1);
+    o.n_ubatch = 16;  // 40 tokens: micro-batches of 16, 16 and 8
+    o.profile_ops = true;
+    auto ctx = Context::create(*fx.model, o);
+    EXPECT_TRUE(ctx->op_profile().entries.empty()) << "context set-up is not profiled";
+
+    ctx->decode(prompt_batch(ids));
+    const int64_t n_ub = (static_cast<int64_t>(ids.size()) + 15) / 16;
+    int64_t n_sliding = 0;
+    for (int64_t il = 0; il < c.n_layer; ++il) n_sliding += c.is_sliding(il) ? 1 : 0;
+    ASSERT_GT(n_sliding, 0);
+    ASSERT_LT(n_sliding, c.n_layer);
+
+    OpProfile p = ctx->op_profile();
+    auto m = by_name(p);
+    ASSERT_TRUE(m.count("attention (sliding)"));
+    ASSERT_TRUE(m.count("attention (full)"));
+    EXPECT_EQ(m["attention (sliding)"].calls, n_sliding * n_ub);
+    EXPECT_EQ(m["attention (full)"].calls, (c.n_layer - n_sliding) * n_ub);
+    for (const char* op : {"rms_norm", "rope", "geglu", "kv_store"}) {
+        EXPECT_TRUE(m.count(op)) << op;
+        EXPECT_EQ(m[op].calls % n_ub, 0) << op;
+    }
+    // Two RoPE calls (q, k) per cache-owning layer and micro-batch, one for the
+    // others.
+    int64_t ropes = 0, stores = 0;
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        ropes += c.has_kv(il) ? 2 : 1;
+        stores += c.has_kv(il) ? 1 : 0;
+    }
+    EXPECT_EQ(m["rope"].calls, ropes * n_ub);
+    EXPECT_EQ(m["kv_store"].calls, stores * n_ub);
+    EXPECT_TRUE(m.count("get_rows f32"));  // token embeddings
+    EXPECT_GT(calls_with_prefix(p, "matmul (batched) f32"), 0);
+    if (c.is_moe()) {
+        EXPECT_EQ(m["moe_route"].calls, c.n_layer * n_ub);
+    }
+    double sum = 0;
+    for (const auto& e : p.entries) {
+        EXPECT_GT(e.calls, 0) << e.name;
+        EXPECT_GE(e.seconds, 0.0) << e.name;
+        sum += e.seconds;
+    }
+    EXPECT_GT(sum, 0.0);
+    EXPECT_DOUBLE_EQ(p.total_seconds(), sum);
+    for (size_t i = 1; i < p.entries.size(); ++i)
+        EXPECT_GE(p.entries[i - 1].seconds, p.entries[i].seconds);
+
+    // Counts accumulate across decodes until reset; one decode step is one
+    // micro-batch whose matmuls are all small.
+    const int32_t n = static_cast<int32_t>(ids.size());
+    ctx->decode({{ids[0], 0, n, true}});
+    EXPECT_EQ(by_name(ctx->op_profile())["attention (full)"].calls,
+              (c.n_layer - n_sliding) * (n_ub + 1));
+    ctx->reset_op_profile();
+    EXPECT_TRUE(ctx->op_profile().entries.empty());
+    ctx->decode({{ids[1], 0, n + 1, true}});
+    OpProfile step = ctx->op_profile();
+    auto ms = by_name(step);
+    EXPECT_EQ(ms["attention (sliding)"].calls, n_sliding);
+    EXPECT_EQ(ms["attention (full)"].calls, c.n_layer - n_sliding);
+    EXPECT_EQ(calls_with_prefix(step, "matmul (batched)"), 0);
+    EXPECT_GT(calls_with_prefix(step, "matmul (≤8 tokens)"), 0);
+}
+
+TEST_P(Profiling, LogitsBitIdentical) {
+    const Fixture& fx = *fixture(GetParam());
+    const auto& ids = fx.prompts[2].ids;
+    std::vector<std::vector<float>> runs;
+    for (bool profile : {false, true}) {
+        ContextOptions o = small_context(2);
+        o.n_ubatch = 5;
+        o.profile_ops = profile;
+        auto ctx = Context::create(*fx.model, o);
+        std::vector<float> all;
+        auto keep = [&] {
+            for (int32_t i = 0; i < ctx->n_outputs(); ++i)
+                all.insert(all.end(), ctx->logits(i), ctx->logits(i) + ctx->n_vocab());
+        };
+        ctx->decode(prompt_batch(ids));
+        keep();
+        const int32_t n = static_cast<int32_t>(ids.size());
+        ctx->decode({{ids[0], 0, n, true}, {ids[1], 1, 0, true}});
+        keep();
+        EXPECT_EQ(ctx->op_profile().entries.empty(), !profile);
+        runs.push_back(std::move(all));
+    }
+    ASSERT_EQ(runs[0].size(), runs[1].size());
+    EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Profiling, ::testing::ValuesIn(variants()));

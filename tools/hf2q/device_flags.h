@@ -1,0 +1,43 @@
+// The device flags shared by `generate`, `chat` and `bench`: arithmetic precision,
+// CUDA graphs and the size of the KV cache, bound to one DeviceFlags.
+#pragma once
+
+#include <string>
+
+#include "args.h"
+#include "core/error.h"
+#include "hf2q/engine.h"
+
+namespace hf2q::cli {
+
+struct DeviceFlags {
+    std::string precision = "tensor-cores";
+    bool no_graphs = false;
+    int64_t kv_tokens = 0;
+    double kv_fraction = 0.0;
+};
+
+inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
+    p.option("--precision", "P",
+             "device arithmetic: tensor-cores (BF16/F16 operands, f32 accumulation) or f32 (reference, slower)",
+             &d.precision);
+    p.flag("--no-graphs", "run decode steps op by op instead of replaying CUDA graphs", &d.no_graphs);
+    p.option("--kv-size", "N", "KV cache capacity in tokens, shared by all sequences (0: every sequence full)",
+             &d.kv_tokens);
+    p.option("--kv-fraction", "F", "KV cache from this fraction (0, 1] of the GPU memory left after the weights",
+             &d.kv_fraction);
+}
+
+inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {
+    if (d.precision == "tensor-cores")
+        c.device_precision = DevicePrecision::tensor_cores;
+    else if (d.precision == "f32")
+        c.device_precision = DevicePrecision::f32;
+    else
+        fail("--precision must be tensor-cores or f32, got '", d.precision, "'");
+    c.graphs = !d.no_graphs;
+    c.kv_tokens = d.kv_tokens;
+    c.kv_memory_fraction = d.kv_fraction;
+}
+
+}  // namespace hf2q::cli
