@@ -66,7 +66,7 @@ bench() {  # bench NAME PRESET
   fi
 }
 has bench26 && bench g26 gemma4-26b-a4b
-has profile && { step profile_g26 $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p 4096 -n 32 -b 1,64 -r 1 -ub 4096 --profile;
+has profile && { step profile_g26 $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p 4096 -n 32 -b 1,64 -d 0 -r 1 -ub 4096 --profile;
                  cat "$out/profile_g26.log"; }
 has bench31 && bench g31 gemma4-31b
 has benche4b && bench e4b gemma4-e4b

@@ -47,6 +47,11 @@ public:
     virtual void download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
     virtual void fill_zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
     virtual void synchronize() {}
+    // Host memory the backend copies to and from fastest (page-locked for a GPU),
+    // freed with free_host. The default is plain aligned host memory.
+    virtual void* alloc_host(size_t bytes) { return ::operator new(bytes > 0 ? bytes : 1, std::align_val_t(64)); }
+    virtual void free_host(void* p) { ::operator delete(p, std::align_val_t(64)); }
+
     // Device memory not yet allocated, in bytes; 0 for host-memory backends.
     virtual size_t free_memory() const { return 0; }
 

@@ -246,10 +246,29 @@ void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin,
     gemma4::BatchView b = upload_ubatch(batch, begin, end);
     const int64_t n_out = b.n_out;
     const int64_t V = n_vocab();
-    logits_.resize(sz((n_outputs_ + n_out) * V));
-    forward_->run(b, layer_kv_, logits_.data() + static_cast<size_t>(n_outputs_) * sz(V));
+    grow_logits(sz((n_outputs_ + n_out) * V));
+    forward_->run(b, layer_kv_, logits_ + static_cast<size_t>(n_outputs_) * sz(V));
     n_outputs_ += static_cast<int32_t>(n_out);
     for (auto [seq, n] : counts) tables_->commit(seq, tables_->seq_length(seq) + n);
+}
+
+// The logits live in the backend's fastest host memory (page-locked for a GPU: the
+// copy of 262k logits per token is a visible part of a decode step otherwise).
+// Grows keeping the logits of earlier micro-batches of the same decode.
+void ContextImpl::grow_logits(size_t floats) {
+    if (floats <= logits_cap_) return;
+    const size_t cap = std::max(floats, logits_cap_ + logits_cap_ / 2);
+    float* p = static_cast<float*>(backend_->alloc_host(cap * sizeof(float)));
+    if (logits_) {
+        std::memcpy(p, logits_, sz(n_outputs_) * sz(n_vocab()) * sizeof(float));
+        backend_->free_host(logits_);
+    }
+    logits_ = p;
+    logits_cap_ = cap;
+}
+
+ContextImpl::~ContextImpl() {
+    if (logits_) backend_->free_host(logits_);
 }
 
 void ContextImpl::decode(const std::vector<BatchToken>& batch) {
@@ -273,7 +292,7 @@ void ContextImpl::decode(const std::vector<BatchToken>& batch) {
 
 const float* ContextImpl::logits(int32_t i) const {
     if (i < 0 || i >= n_outputs_) fail("logits index ", i, " out of range [0, ", n_outputs_, ")");
-    return logits_.data() + static_cast<size_t>(i) * sz(n_vocab());
+    return logits_ + static_cast<size_t>(i) * sz(n_vocab());
 }
 
 }  // namespace hf2q::runtime

@@ -18,6 +18,9 @@ namespace hf2q::runtime {
 class ContextImpl {
 public:
     ContextImpl(const ModelImpl& model, const ContextOptions& opts);
+    ~ContextImpl();
+    ContextImpl(const ContextImpl&) = delete;
+    ContextImpl& operator=(const ContextImpl&) = delete;
 
     void decode(const std::vector<BatchToken>& batch);
     const float* logits(int32_t i) const;
@@ -62,7 +65,9 @@ private:
     int32_t *d_tokens_, *d_pos_, *d_out_rows_, *d_tables_[2], *d_table_len_[2];
     const int32_t** d_table_ptr_[2];
     int32_t *d_copy_src_, *d_copy_dst_;  // copy-on-write block ids, [n_seq_max]
-    std::vector<float> logits_;  // [n_outputs][n_vocab], host
+    float* logits_ = nullptr;    // [n_outputs][n_vocab], host memory from the backend
+    size_t logits_cap_ = 0;      // floats allocated
+    void grow_logits(size_t floats);
     int32_t n_outputs_ = 0;
 };
 

@@ -45,6 +45,8 @@ class ProfilingBackend final : public ops::Backend {
     void fill_zero(void* dst, size_t bytes) override;
     void synchronize() override { inner_->synchronize(); }
     size_t free_memory() const override { return inner_->free_memory(); }
+    void* alloc_host(size_t bytes) override { return inner_->alloc_host(bytes); }
+    void free_host(void* p) override { inner_->free_host(p); }
     // Graph replay would hide the individual ops (and a capture must not
     // synchronize), so while enabled there are no graphs: the caller runs the ops.
     std::unique_ptr<ops::Graph> capture(const std::function<void()>& body) override;

@@ -31,6 +31,8 @@ private:
     cudaStream_t stream_;
 };
 
+constexpr size_t kAllocSlack = 16;
+
 // cuBLAS workspace given explicitly, so captured GEMMs never allocate.
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
@@ -70,7 +72,9 @@ public:
 
     void* alloc(size_t bytes) override {
         void* p = nullptr;
-        cudaError_t e = cudaMalloc(&p, bytes > 0 ? bytes : 1);
+        // 16 bytes of slack: weight decoding reads whole aligned words, which for
+        // rows of odd-sized blocks can reach up to 4 bytes past a tensor's end.
+        cudaError_t e = cudaMalloc(&p, bytes + kAllocSlack);
         if (e != cudaSuccess) {
             size_t free_b = 0, total_b = 0;
             cudaGetLastError();
@@ -79,7 +83,7 @@ public:
                  format_bytes(total_b), " (", format_bytes(bytes > free_b ? bytes - free_b : 0),
                  " missing); use a smaller quant type, context or batch");
         }
-        HF2Q_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+        HF2Q_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes + kAllocSlack, stream_));
         allocs_.push_back(p);
         return p;
     }
@@ -115,6 +119,15 @@ public:
     void reserve_matmul_inputs(int64_t elems) override { ensure_activations(env_, elems); }
     void fill_zero(void* dst, size_t bytes) override { HF2Q_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_)); }
     void synchronize() override { HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+    void* alloc_host(size_t bytes) override {
+        void* p = nullptr;
+        if (cudaMallocHost(&p, bytes > 0 ? bytes : 1) != cudaSuccess) {
+            cudaGetLastError();
+            fail("cannot allocate ", format_bytes(bytes), " of page-locked host memory");
+        }
+        return p;
+    }
+    void free_host(void* p) override { cudaFreeHost(p); }
     size_t free_memory() const override {
         size_t free_b = 0, total_b = 0;
         HF2Q_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));

@@ -172,9 +172,43 @@ __device__ __forceinline__ float dq<GgmlType::MXFP4>(const uint8_t* row, int64_t
 }
 
 // Eight consecutive values i0 .. i0+7 of a row (i0 % 8 == 0, all inside the row),
-// bit-exact with dq<T>. The generic version decodes element by element; the types
-// of the common mixtures (Q4_K, Q5_K, Q6_K, Q8_0, F16, BF16, F32) share the block's
-// scales and load the quants with wide loads where the layout allows.
+// for the GEMV and the weight expansion. Equal to dq<T> up to the rounding of one
+// fused multiply-add (v = a·q + b in one rounding instead of two): the matmul
+// paths do not promise bit-exact weights, get_rows does (it uses dq).
+//
+// Speed matters more than anywhere else here: decode reads every weight through
+// these functions. Quants are loaded as whole words (a byte load per value keeps
+// the load/store unit, not memory, the limit), scales once per call, and small
+// integers become floats with the exponent trick instead of I2F conversions
+// (quarter rate): __int_as_float(0x4B400000 + q) − 1.5·2^23 == q for |q| < 2^22.
+__device__ __forceinline__ float small_int(int32_t q) {
+    return __int_as_float(0x4B400000 + q) - 12582912.0f;
+}
+
+// The 8 bytes at p (any alignment), little-endian, with the widest loads the
+// address allows (rows of odd-sized blocks are only 2-byte aligned).
+__device__ __forceinline__ uint2 load8(const uint8_t* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if ((a & 7) == 0) return *reinterpret_cast<const uint2*>(p);
+    if ((a & 1) == 0) {
+        const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
+        if ((a & 3) == 0) return make_uint2(w[0], w[1]);
+        const uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
+        return make_uint2(__funnelshift_r(w0, w1, 16), __funnelshift_r(w1, w2, 16));
+    }
+    uint2 r = make_uint2(0, 0);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        r.x |= static_cast<uint32_t>(p[k]) << (8 * k);
+        r.y |= static_cast<uint32_t>(p[4 + k]) << (8 * k);
+    }
+    return r;
+}
+
+__device__ __forceinline__ uint32_t byte_of(uint2 u, int k) { return ((k < 4 ? u.x : u.y) >> (8 * (k & 3))) & 0xffu; }
+
+__device__ __forceinline__ float half_bits(uint32_t h) { return __half2float(__ushort_as_half(static_cast<uint16_t>(h))); }
+
 template <GgmlType T>
 __device__ __forceinline__ void dq8(const uint8_t* row, int64_t i0, float (&v)[8]) {
 #pragma unroll
@@ -188,47 +222,69 @@ __device__ __forceinline__ void dq8<GgmlType::F32>(const uint8_t* row, int64_t i
     for (int k = 0; k < 8; ++k) v[k] = r[k];
 }
 
-// Q4_K: 8 values of one 32-wide sub-block: one 8-byte load of low or high nibbles.
+template <>
+__device__ __forceinline__ void dq8<GgmlType::F16>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const uint2 a = load8(row + 2 * i0), b = load8(row + 2 * i0 + 8);
+    const uint32_t w[4] = {a.x, a.y, b.x, b.y};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = half_bits(w[k / 2] >> (16 * (k & 1)));
+}
+
+template <>
+__device__ __forceinline__ void dq8<GgmlType::BF16>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const uint2 a = load8(row + 2 * i0), b = load8(row + 2 * i0 + 8);
+    const uint32_t w[4] = {a.x, a.y, b.x, b.y};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = __uint_as_float((k & 1) ? (w[k / 2] & 0xffff0000u) : (w[k / 2] << 16));
+}
+
+// Scale and min of sub-block j from the 16-byte Q4_K/Q5_K header (d, dmin, scales).
+__device__ __forceinline__ void kscale_header(uint2 h0, uint2 h1, int j, int& sc, int& m) {
+    // scales[i] is header byte 4 + i.
+    auto s = [&](int i) -> int {
+        const int k = 4 + i;
+        return static_cast<int>(k < 8 ? byte_of(h0, k) : byte_of(h1, k - 8));
+    };
+    if (j < 4) {
+        sc = s(j) & 63;
+        m = s(j + 4) & 63;
+    } else {
+        sc = (s(j + 4) & 15) | ((s(j - 4) >> 6) << 4);
+        m = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
+    }
+}
+
 template <>
 __device__ __forceinline__ void dq8<GgmlType::Q4_K>(const uint8_t* row, int64_t i0, float (&v)[8]) {
     const uint8_t* b = row + (i0 / 256) * 144;
     const int e = static_cast<int>(i0 % 256), c = e / 64, l = e % 32;
+    const uint2 h0 = load8(b), h1 = load8(b + 8);
     int sc, m;
-    kscale(b + 4, e / 32, sc, m);
-    const float d1 = __fmul_rn(f16(b), static_cast<float>(sc));
-    const float m1 = __fmul_rn(f16(b + 2), static_cast<float>(m));
-    const uint8_t* qp = b + 16 + 32 * c + l;
-    uint32_t lo, hi;  // the 8 quant bytes, one 8-byte load when aligned (rows of 144·n bytes are)
-    if (reinterpret_cast<uintptr_t>(qp) % 8 == 0) {
-        const uint2 u = *reinterpret_cast<const uint2*>(qp);
-        lo = u.x;
-        hi = u.y;
-    } else {
-        lo = qp[0] | (qp[1] << 8) | (qp[2] << 16) | (static_cast<uint32_t>(qp[3]) << 24);
-        hi = qp[4] | (qp[5] << 8) | (qp[6] << 16) | (static_cast<uint32_t>(qp[7]) << 24);
-    }
+    kscale_header(h0, h1, e / 32, sc, m);
+    const float d1 = half_bits(h0.x) * static_cast<float>(sc);
+    const float m1 = half_bits(h0.x >> 16) * static_cast<float>(m);
+    const uint2 q = load8(b + 16 + 32 * c + l);
     const int shift = (e % 64) >= 32 ? 4 : 0;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-        const uint32_t byte = ((k < 4 ? lo : hi) >> (8 * (k % 4))) & 0xffu;
-        v[k] = __fsub_rn(__fmul_rn(d1, static_cast<float>((byte >> shift) & 15)), m1);
-    }
+    for (int k = 0; k < 8; ++k) v[k] = fmaf(d1, small_int(static_cast<int32_t>((byte_of(q, k) >> shift) & 15)), -m1);
 }
 
 template <>
 __device__ __forceinline__ void dq8<GgmlType::Q5_K>(const uint8_t* row, int64_t i0, float (&v)[8]) {
     const uint8_t* b = row + (i0 / 256) * 176;
     const int e = static_cast<int>(i0 % 256), c = e / 64, l = e % 32, sub = e / 32;
+    const uint2 h0 = load8(b), h1 = load8(b + 8);
     int sc, m;
-    kscale(b + 4, sub, sc, m);
-    const float d1 = __fmul_rn(f16(b), static_cast<float>(sc));
-    const float m1 = __fmul_rn(f16(b + 2), static_cast<float>(m));
+    kscale_header(h0, h1, sub, sc, m);
+    const float d1 = half_bits(h0.x) * static_cast<float>(sc);
+    const float m1 = half_bits(h0.x >> 16) * static_cast<float>(m);
+    const uint2 q = load8(b + 48 + 32 * c + l), qh = load8(b + 16 + l);
     const int shift = (e % 64) >= 32 ? 4 : 0;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-        const int low = (b[48 + 32 * c + l + k] >> shift) & 15;
-        const int q = low + 16 * ((b[16 + l + k] >> sub) & 1);
-        v[k] = __fsub_rn(__fmul_rn(d1, static_cast<float>(q)), m1);
+        const int32_t low = static_cast<int32_t>((byte_of(q, k) >> shift) & 15);
+        const int32_t hi = static_cast<int32_t>((byte_of(qh, k) >> sub) & 1);
+        v[k] = fmaf(d1, small_int(low + 16 * hi), -m1);
     }
 }
 
@@ -237,14 +293,14 @@ __device__ __forceinline__ void dq8<GgmlType::Q6_K>(const uint8_t* row, int64_t 
     const uint8_t* b = row + (i0 / 256) * 210;
     const int e = static_cast<int>(i0 % 256), h = e / 128, r = e % 128, g = r / 32, l = r % 32;
     // 8 consecutive values share one 16-wide scale.
-    const float d = __fmul_rn(f16(b + 208), static_cast<float>(static_cast<int8_t>(b[192 + e / 16])));
-    const uint8_t* ql = b + 64 * h + l + 32 * (g & 1);
-    const uint8_t* qh = b + 128 + 32 * h + l;
+    const float d = f16(b + 208) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
+    const uint2 ql = load8(b + 64 * h + l + 32 * (g & 1)), qh = load8(b + 128 + 32 * h + l);
+    const int lshift = g < 2 ? 0 : 4;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-        const int low = g < 2 ? (ql[k] & 15) : (ql[k] >> 4);
-        const int high = (qh[k] >> (2 * g)) & 3;
-        v[k] = __fmul_rn(d, static_cast<float>((low | (high << 4)) - 32));
+        const int32_t low = static_cast<int32_t>((byte_of(ql, k) >> lshift) & 15);
+        const int32_t high = static_cast<int32_t>((byte_of(qh, k) >> (2 * g)) & 3);
+        v[k] = d * small_int((low | (high << 4)) - 32);
     }
 }
 
@@ -252,9 +308,55 @@ template <>
 __device__ __forceinline__ void dq8<GgmlType::Q8_0>(const uint8_t* row, int64_t i0, float (&v)[8]) {
     const uint8_t* b = row + (i0 / 32) * 34;
     const float d = f16(b);
-    const int8_t* q = reinterpret_cast<const int8_t*>(b + 2 + i0 % 32);
+    const uint2 q = load8(b + 2 + i0 % 32);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(static_cast<float>(q[k]), d);
+    for (int k = 0; k < 8; ++k) v[k] = d * small_int(static_cast<int8_t>(byte_of(q, k)));
+}
+
+template <>
+__device__ __forceinline__ void dq8<GgmlType::Q5_0>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const uint8_t* b = row + (i0 / 32) * 22;
+    const int j = static_cast<int>(i0 % 32);
+    const float d = f16(b);
+    const uint2 qhw = load8(b + 2);  // bytes 2..5 hold the 32 high bits
+    const uint32_t qh = qhw.x;
+    const uint2 q = load8(b + 6 + (j % 16));
+    const int shift = j < 16 ? 0 : 4;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const int32_t lo = static_cast<int32_t>((byte_of(q, k) >> shift) & 15);
+        const int32_t hi = static_cast<int32_t>((qh >> (j + k)) & 1);
+        v[k] = d * small_int((lo | (hi << 4)) - 16);
+    }
+}
+
+template <>
+__device__ __forceinline__ void dq8<GgmlType::Q4_0>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const uint8_t* b = row + (i0 / 32) * 18;
+    const int j = static_cast<int>(i0 % 32);
+    const float d = f16(b);
+    const uint2 q = load8(b + 2 + (j % 16));
+    const int shift = j < 16 ? 0 : 4;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = d * small_int(static_cast<int32_t>((byte_of(q, k) >> shift) & 15) - 8);
+}
+
+template <>
+__device__ __forceinline__ void dq8<GgmlType::MXFP4>(const uint8_t* row, int64_t i0, float (&v)[8]) {
+    const uint8_t* b = row + (i0 / 32) * 17;
+    const int j = static_cast<int>(i0 % 32);
+    const float d = mxfp4_scale(b[0]);
+    uint2 q;
+    q.x = 0;
+    q.y = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // blocks of 17 bytes: no alignment to use
+        q.x |= static_cast<uint32_t>(b[1 + j % 16 + k]) << (8 * k);
+        q.y |= static_cast<uint32_t>(b[1 + j % 16 + 4 + k]) << (8 * k);
+    }
+    const int shift = j < 16 ? 0 : 4;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = small_int(kMxfp4[(byte_of(q, k) >> shift) & 15]) * d;
 }
 
 // Calls f.template operator()<T>() for the runtime type t; false if t is not a

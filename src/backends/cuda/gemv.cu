@@ -1,10 +1,10 @@
 // Matrix-vector products for decode and small batches, dense and grouped by expert.
 //
-// One warp per output row: the lanes walk the row in 8-value chunks (dq8 decodes a
-// chunk with one read of its block's scales) and dot each chunk with up to kChunk
-// activation rows, so every weight byte comes from memory once per kChunk rows;
-// further chunks of rows re-read the warp's weight row from L1/L2. Four warps per
-// block. Grouped (MoE) launches add a grid dimension over the active experts: block
+// Four weight rows per warp: the lanes walk the rows in 8-value chunks (dq8 decodes
+// a chunk with one read of its block's scales) and dot each chunk with up to 8
+// activation rows (each activation chunk loaded once for the four rows), so every
+// weight byte comes from memory once per 8 activation rows; further rows re-read
+// the warp's weight rows from L1/L2. Four warps per block. Grouped (MoE) launches add a grid dimension over the active experts: block
 // y finds the y-th expert with rows (a ballot scan of the offsets) and runs that
 // expert's rows, so no routing information goes through the host.
 #include "backends/cuda/common.cuh"
@@ -15,7 +15,7 @@ namespace hf2q::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kChunk = 8;
+constexpr int kRowsPerWarp = 4;  // weight rows per warp, sharing each x load
 
 // Index of the y-th expert whose row range is not empty, or −1 (whole warp).
 __device__ int active_expert(const int32_t* offsets, int64_t n_experts, int y) {
@@ -36,7 +36,7 @@ __device__ int active_expert(const int32_t* offsets, int64_t n_experts, int y) {
     return -1;
 }
 
-__device__ __forceinline__ void load8(const float* x, bool vec, float (&v)[8]) {
+__device__ __forceinline__ void load8(const float* x, bool vec, float (&v)[8]) {  // activations
     if (vec) {
         const float4 a = reinterpret_cast<const float4*>(x)[0];
         const float4 b = reinterpret_cast<const float4*>(x)[1];
@@ -47,10 +47,12 @@ __device__ __forceinline__ void load8(const float* x, bool vec, float (&v)[8]) {
     }
 }
 
-template <GgmlType T>
+// NT: activation rows per pass over the weights (1 for single-token decode keeps
+// the registers, and so the occupancy, of the common case low).
+template <GgmlType T, int NT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
     const int lane = threadIdx.x % 32;
-    const int64_t o = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
+    const int64_t o0 = (blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32) * kRowsPerWarp;
     int64_t r0 = 0, r1 = a.n_rows;
     const uint8_t* w = a.w;
     if (a.offsets != nullptr) {
@@ -60,46 +62,58 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
         r1 = a.offsets[e + 1];
         w += static_cast<uint64_t>(e) * a.expert_bytes;
     }
-    if (o >= a.n_out) return;
-    const uint8_t* row = w + static_cast<uint64_t>(o) * a.row_bytes;
+    if (o0 >= a.n_out) return;
+    const int nrow = static_cast<int>(a.n_out - o0 < kRowsPerWarp ? a.n_out - o0 : kRowsPerWarp);
+    const uint8_t* row[kRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) row[r] = w + static_cast<uint64_t>(o0 + (r < nrow ? r : 0)) * a.row_bytes;
     const int64_t n8 = a.n_in / 8 * 8;
     const bool vec = a.x_vec;
-    for (int64_t c0 = r0; c0 < r1; c0 += kChunk) {
-        const int nt = static_cast<int>(r1 - c0 < kChunk ? r1 - c0 : kChunk);
-        const float* xr[kChunk];
+    for (int64_t c0 = r0; c0 < r1; c0 += NT) {
+        const int nt = static_cast<int>(r1 - c0 < NT ? r1 - c0 : NT);
+        const float* xr[NT];
 #pragma unroll
-        for (int t = 0; t < kChunk; ++t) {
+        for (int t = 0; t < NT; ++t) {
             const int64_t r = c0 + (t < nt ? t : 0);
             xr[t] = a.x + (a.x_rows ? static_cast<int64_t>(a.x_rows[r]) : r) * a.x_stride;
         }
-        float acc[kChunk] = {};
-        // Unrolled so each lane has several weight loads in flight: a row is only a
-        // few KiB, and without them the loop waits a memory latency per step.
-#pragma unroll 4
+        float acc[kRowsPerWarp][NT] = {};
+        // Each 8-value chunk of x is loaded once for the warp's rows; the loop is
+        // unrolled so several weight loads are in flight per lane.
+#pragma unroll 2
         for (int64_t i = 8 * lane; i < n8; i += 8 * 32) {
-            float wv[8];
-            dq8<T>(row, i, wv);
+            float wv[kRowsPerWarp][8];
 #pragma unroll
-            for (int t = 0; t < kChunk; ++t) {
+            for (int r = 0; r < kRowsPerWarp; ++r) dq8<T>(row[r], i, wv[r]);
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
                 if (t < nt) {
                     float xv[8];
                     load8(xr[t] + i, vec, xv);
 #pragma unroll
-                    for (int k = 0; k < 8; ++k) acc[t] += wv[k] * xv[k];
+                    for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+                        for (int k = 0; k < 8; ++k) acc[r][t] = fmaf(wv[r][k], xv[k], acc[r][t]);
                 }
             }
         }
         for (int64_t i = n8 + lane; i < a.n_in; i += 32) {  // tail of rows not a multiple of 8
-            const float wv = dq<T>(row, i);
 #pragma unroll
-            for (int t = 0; t < kChunk; ++t)
-                if (t < nt) acc[t] += wv * xr[t][i];
+            for (int r = 0; r < kRowsPerWarp; ++r) {
+                const float wv = dq<T>(row[r], i);
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+                    if (t < nt) acc[r][t] = fmaf(wv, xr[t][i], acc[r][t]);
+            }
         }
 #pragma unroll
-        for (int t = 0; t < kChunk; ++t) {
-            float v = acc[t];
-            for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-            if (lane == 0 && t < nt) a.y[(c0 + t) * a.y_stride + o] = v;
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                float v = acc[r][t];
+                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (lane == 0 && t < nt && r < nrow) a.y[(c0 + t) * a.y_stride + o0 + r] = v;
+            }
         }
     }
 }
@@ -110,10 +124,20 @@ void launch_gemv(const GemvArgs& a, int64_t max_active_experts, cudaStream_t s) 
     if (a.n_out <= 0 || (a.offsets == nullptr && a.n_rows <= 0) || max_active_experts <= 0) return;
     GemvArgs args = a;
     args.x_vec = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-    const dim3 grid(static_cast<unsigned>((a.n_out + kWarps - 1) / kWarps),
+    const int64_t rows_per_block = kWarps * kRowsPerWarp;
+    const dim3 grid(static_cast<unsigned>((a.n_out + rows_per_block - 1) / rows_per_block),
                     static_cast<unsigned>(a.offsets ? max_active_experts : 1));
     HF2Q_ASSERT(grid.y <= 65535);
-    bool ok = dispatch_type(a.type, [&]<GgmlType T>() { gemv_kernel<T><<<grid, kWarps * 32, 0, s>>>(args); });
+    // One activation row per pass when rows are single (decode; experts with one
+    // routed token on average), else eight.
+    const int64_t groups = a.offsets ? a.n_experts : 1;
+    const bool single = a.offsets ? a.n_rows <= groups : a.n_rows == 1;
+    bool ok = dispatch_type(a.type, [&]<GgmlType T>() {
+        if (single)
+            gemv_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(args);
+        else
+            gemv_kernel<T, 8><<<grid, kWarps * 32, 0, s>>>(args);
+    });
     if (!ok) fail("CUDA matmul: unsupported weight type ", ggml_type_name(a.type));
     HF2Q_CUDA_LAUNCH_CHECK();
 }
