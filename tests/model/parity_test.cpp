@@ -141,7 +141,6 @@ TEST_P(Parity, CudaMatchesTransformersAndBatches) {
 // storage alone moves them 1e-2, Q8_0 weights 0.2): bounded here at 0.3 of
 // transformers, and batching (which moves rows between the GEMV and tensor-core
 // paths) within 0.3 of the single run.
-// where transformers' top-2 margin is wide.
 TEST_P(Parity, CudaTensorCoresStayClose) {
     if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
     const Fixture& fx = *fixture(GetParam());
