@@ -6,7 +6,7 @@
 #   perf      op throughput tests (the DISABLED_ perf cases of the CUDA tests)
 #   sanitize  compute-sanitizer memcheck + racecheck over the CUDA tests
 #   bench26   synth gemma4-26b-a4b q4_k_m (--fast) and hf2q bench with HF2Q_BENCH_ARGS
-#   bench31   the same for gemma4-31b, benche4b for gemma4-e4b
+#   bench31   the same for gemma4-31b, benche4b for gemma4-e4b (pp4096, tg128)
 #   profile   hf2q bench --profile on the 26B model (per-op time shares)
 # HF2Q_BENCH_ARGS (and HF2Q_BENCH_ARGS2 for a second run on the same model) are the
 # bench flags.
@@ -55,20 +55,22 @@ if has sanitize && command -v compute-sanitizer >/dev/null; then
   }
   step memcheck_model compute-sanitizer --tool memcheck --error-exitcode 1 $bin/test_model --gtest_filter='*Cuda*'
 fi
-bench() {  # bench NAME PRESET
-  local name=$1 preset=$2
+bench() {  # bench NAME PRESET [BENCH FLAGS]
+  local name=$1 preset=$2 args=${3:-$bench_args}
   step "synth_$name" $bin/hf2q synth --preset "$preset" --quant q4_k_m --seed 1 --fast -o "/tmp/$name.gguf"
-  step "bench_$name" $bin/hf2q bench -m "/tmp/$name.gguf" --backend cuda $bench_args
+  step "bench_$name" $bin/hf2q bench -m "/tmp/$name.gguf" --backend cuda $args
   cat "$out/bench_$name.log"
   if [ -n "${HF2Q_BENCH_ARGS2:-}" ]; then
-    step "bench2_$name" $bin/hf2q bench -m "/tmp/$name.gguf" --backend cuda $HF2Q_BENCH_ARGS2
+    step "bench2_$name" bash -c "$bin/hf2q bench -m /tmp/$name.gguf --backend cuda $HF2Q_BENCH_ARGS2"
     cat "$out/bench2_$name.log"
   fi
 }
 has bench26 && bench g26 gemma4-26b-a4b
 has profile && { step profile_g26 $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p 4096 -n 32 -b 1,64 -d 0 -r 1 -ub 4096 --profile;
                  cat "$out/profile_g26.log"; }
-has bench31 && bench g31 gemma4-31b
-has benche4b && bench e4b gemma4-e4b
+other_args="-p 4096 -n 128 -r 2 -ub 4096"
+HF2Q_BENCH_ARGS2=
+has bench31 && { bench g31 gemma4-31b "$other_args"; rm -f /tmp/g31.gguf; }
+has benche4b && bench e4b gemma4-e4b "$other_args"
 grep -h "parity \]" "$out/model.log" 2>/dev/null
 printf '%s\n' "${summary[@]}"

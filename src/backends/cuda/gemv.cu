@@ -1,10 +1,10 @@
 // Matrix-vector products for decode and small batches, dense and grouped by expert.
 //
-// Four weight rows per warp: the lanes walk the rows in 8-value chunks (dq8 decodes
-// a chunk with one read of its block's scales) and dot each chunk with up to 8
-// activation rows (each activation chunk loaded once for the four rows), so every
-// weight byte comes from memory once per 8 activation rows; further rows re-read
-// the warp's weight rows from L1/L2. Four warps per block. Grouped (MoE) launches add a grid dimension over the active experts: block
+// Two weight rows per block of four warps: the threads walk the rows in 8-value
+// chunks (dq8 decodes a chunk with one read of its block's scales) and dot each
+// chunk with up to 8 activation rows (each activation chunk loaded once for both
+// rows), so every weight byte comes from memory once per 8 activation rows;
+// further rows re-read the block's weight rows from L1/L2. Grouped (MoE) launches add a grid dimension over the active experts: block
 // y finds the y-th expert with rows (a ballot scan of the offsets) and runs that
 // expert's rows, so no routing information goes through the host.
 #include "backends/cuda/common.cuh"
@@ -15,7 +15,7 @@ namespace hf2q::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kRowsPerWarp = 4;  // weight rows per warp, sharing each x load
+constexpr int kRows = 2;  // weight rows per block, sharing each activation load
 
 // Index of the y-th expert whose row range is not empty, or −1 (whole warp).
 __device__ int active_expert(const int32_t* offsets, int64_t n_experts, int y) {
@@ -49,26 +49,32 @@ __device__ __forceinline__ void load8(const float* x, bool vec, float (&v)[8]) {
 
 // NT: activation rows per pass over the weights (1 for single-token decode keeps
 // the registers, and so the occupancy, of the common case low).
+//
+// A block of kWarps warps computes kRows weight rows; its 128 threads split the
+// row length (thread j takes the 8-value chunks j, j + 128, ...), so even a
+// matrix of a few thousand rows puts every SM to work with many loads in flight.
+// Partial sums are reduced in the warp, then across the warps in shared memory.
 template <GgmlType T, int NT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
-    const int lane = threadIdx.x % 32;
-    const int64_t o0 = (blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32) * kRowsPerWarp;
+    __shared__ float part[kWarps][kRows][NT];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t o0 = blockIdx.x * static_cast<int64_t>(kRows);
     int64_t r0 = 0, r1 = a.n_rows;
     const uint8_t* w = a.w;
     if (a.offsets != nullptr) {
         const int e = active_expert(a.offsets, a.n_experts, static_cast<int>(blockIdx.y));
-        if (e < 0) return;
+        if (e < 0) return;  // uniform across the block
         r0 = a.offsets[e];
         r1 = a.offsets[e + 1];
         w += static_cast<uint64_t>(e) * a.expert_bytes;
     }
-    if (o0 >= a.n_out) return;
-    const int nrow = static_cast<int>(a.n_out - o0 < kRowsPerWarp ? a.n_out - o0 : kRowsPerWarp);
-    const uint8_t* row[kRowsPerWarp];
+    const int nrow = static_cast<int>(a.n_out - o0 < kRows ? a.n_out - o0 : kRows);
+    const uint8_t* row[kRows];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) row[r] = w + static_cast<uint64_t>(o0 + (r < nrow ? r : 0)) * a.row_bytes;
+    for (int r = 0; r < kRows; ++r) row[r] = w + static_cast<uint64_t>(o0 + (r < nrow ? r : 0)) * a.row_bytes;
     const int64_t n8 = a.n_in / 8 * 8;
     const bool vec = a.x_vec;
+    constexpr int kThreads = kWarps * 32;
     for (int64_t c0 = r0; c0 < r1; c0 += NT) {
         const int nt = static_cast<int>(r1 - c0 < NT ? r1 - c0 : NT);
         const float* xr[NT];
@@ -77,29 +83,27 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
             const int64_t r = c0 + (t < nt ? t : 0);
             xr[t] = a.x + (a.x_rows ? static_cast<int64_t>(a.x_rows[r]) : r) * a.x_stride;
         }
-        float acc[kRowsPerWarp][NT] = {};
-        // Each 8-value chunk of x is loaded once for the warp's rows; the loop is
-        // unrolled so several weight loads are in flight per lane.
+        float acc[kRows][NT] = {};
 #pragma unroll 2
-        for (int64_t i = 8 * lane; i < n8; i += 8 * 32) {
-            float wv[kRowsPerWarp][8];
+        for (int64_t i = 8 * static_cast<int64_t>(threadIdx.x); i < n8; i += 8 * kThreads) {
+            float wv[kRows][8];
 #pragma unroll
-            for (int r = 0; r < kRowsPerWarp; ++r) dq8<T>(row[r], i, wv[r]);
+            for (int r = 0; r < kRows; ++r) dq8<T>(row[r], i, wv[r]);
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
                 if (t < nt) {
                     float xv[8];
                     load8(xr[t] + i, vec, xv);
 #pragma unroll
-                    for (int r = 0; r < kRowsPerWarp; ++r)
+                    for (int r = 0; r < kRows; ++r)
 #pragma unroll
                         for (int k = 0; k < 8; ++k) acc[r][t] = fmaf(wv[r][k], xv[k], acc[r][t]);
                 }
             }
         }
-        for (int64_t i = n8 + lane; i < a.n_in; i += 32) {  // tail of rows not a multiple of 8
+        for (int64_t i = n8 + threadIdx.x; i < a.n_in; i += kThreads) {  // rows not a multiple of 8
 #pragma unroll
-            for (int r = 0; r < kRowsPerWarp; ++r) {
+            for (int r = 0; r < kRows; ++r) {
                 const float wv = dq<T>(row[r], i);
 #pragma unroll
                 for (int t = 0; t < NT; ++t)
@@ -107,14 +111,22 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
             }
         }
 #pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) {
+        for (int r = 0; r < kRows; ++r)
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
                 float v = acc[r][t];
                 for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (lane == 0 && t < nt && r < nrow) a.y[(c0 + t) * a.y_stride + o0 + r] = v;
+                if (lane == 0) part[warp][r][t] = v;
             }
+        __syncthreads();
+        if (threadIdx.x < kRows * NT) {
+            const int r = static_cast<int>(threadIdx.x) / NT, t = static_cast<int>(threadIdx.x) % NT;
+            float v = 0.0f;
+#pragma unroll
+            for (int q = 0; q < kWarps; ++q) v += part[q][r][t];
+            if (t < nt && r < nrow) a.y[(c0 + t) * a.y_stride + o0 + r] = v;
         }
+        __syncthreads();
     }
 }
 
@@ -124,8 +136,7 @@ void launch_gemv(const GemvArgs& a, int64_t max_active_experts, cudaStream_t s) 
     if (a.n_out <= 0 || (a.offsets == nullptr && a.n_rows <= 0) || max_active_experts <= 0) return;
     GemvArgs args = a;
     args.x_vec = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-    const int64_t rows_per_block = kWarps * kRowsPerWarp;
-    const dim3 grid(static_cast<unsigned>((a.n_out + rows_per_block - 1) / rows_per_block),
+    const dim3 grid(static_cast<unsigned>((a.n_out + kRows - 1) / kRows),
                     static_cast<unsigned>(a.offsets ? max_active_experts : 1));
     HF2Q_ASSERT(grid.y <= 65535);
     // One activation row per pass when rows are single (decode; experts with one
