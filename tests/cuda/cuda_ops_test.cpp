@@ -77,6 +77,40 @@ TEST_F(CudaOps, RmsNormWithWeightAndResidual) {
     }
 }
 
+// The fused head norm + RoPE and the output scale, against the CPU's fused ops.
+TEST_F(CudaOps, RmsNormFusedScaleAndRope) {
+    const int64_t T = 3, heads = 4;
+    std::vector<int32_t> pos = {0, 9, 4000};
+    for (int64_t d : {64, 256, 512}) {
+        auto x = randn(static_cast<size_t>(T * heads * d)), w = randn(static_cast<size_t>(d));
+        std::vector<float> f(static_cast<size_t>(d / 2));
+        for (int64_t k = 0; k < d / 2; ++k) f[static_cast<size_t>(k)] = std::pow(1e4f, -2.0f * k / d);
+        std::vector<float> ref = x;
+        ops::RmsNormParams p{ref.data(), w.data(), ref.data(), T * heads, d, 1e-6f};
+        p.rope_inv_freq = f.data();
+        p.rope_pos = pos.data();
+        p.rope_heads = heads;
+        cpu->rms_norm(p);
+        float* dx = dev(x);
+        ops::RmsNormParams q{dx, dev(w), dx, T * heads, d, 1e-6f};
+        q.rope_inv_freq = dev(f);
+        q.rope_pos = dev(pos);
+        q.rope_heads = heads;
+        gpu->rms_norm(q);
+        EXPECT_LT(rel_err(host(dx, x.size()), ref), 1e-6) << "d=" << d;
+    }
+    auto x = randn(1000), r = randn(1000);
+    std::vector<float> ref(1000);
+    ops::RmsNormParams p{x.data(), nullptr, ref.data(), 4, 250, 1e-6f, r.data()};
+    p.out_scale = 0.5f;
+    cpu->rms_norm(p);
+    float* dy = gpu->alloc_array<float>(1000);
+    ops::RmsNormParams q{dev(x), nullptr, dy, 4, 250, 1e-6f, dev(r)};
+    q.out_scale = 0.5f;
+    gpu->rms_norm(q);
+    EXPECT_LT(rel_err(host(dy, 1000), ref), 1e-6);
+}
+
 TEST_F(CudaOps, RopeMatchesReference) {
     for (int64_t hd : {64, 256, 512}) {
         const int64_t T = 7, H = 3;

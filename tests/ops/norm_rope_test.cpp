@@ -1,5 +1,6 @@
 // RMSNorm and RoPE against double-precision references.
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "ops_test_util.h"
@@ -137,6 +138,53 @@ TEST(Rope, ZeroTokensIsNoop) {
     p.head_dim = 64;
     backends().three->rope(p);
     for (float v : x) EXPECT_EQ(v, 1.0f);
+}
+
+// The fused variants equal the separate ops bit for bit: out_scale equals a scale
+// after the norm, rope_* equals a RoPE call after the head norm (q/k of a layer).
+TEST(RmsNorm, FusedScaleAndRopeEqualSeparateOps) {
+    const int64_t T = 3, heads = 4, d = 64, n = heads * d;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(T * n)), w(static_cast<size_t>(d)), add(x.size());
+    for (auto& v : x) v = g(rng);
+    for (auto& v : w) v = g(rng);
+    for (auto& v : add) v = g(rng);
+    const auto f = inv_freqs(d, 1e4, d / 2);
+    std::vector<int32_t> pos = {0, 17, 4095};
+    auto& be = *backends().three;
+
+    // norm + residual, then scale
+    std::vector<float> sep(x.size()), fused(x.size());
+    std::vector<float> wn(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) wn[static_cast<size_t>(i)] = w[static_cast<size_t>(i % d)];
+    ops::RmsNormParams p{x.data(), wn.data(), sep.data(), T, n, 1e-6f, add.data()};
+    be.rms_norm(p);
+    be.scale(sep.data(), 0.37f, T * n);
+    p.y = fused.data();
+    p.out_scale = 0.37f;
+    be.rms_norm(p);
+    EXPECT_EQ(fused, sep);
+
+    // head norm, then RoPE
+    std::vector<float> a = x, b = x;
+    ops::RmsNormParams h{a.data(), w.data(), a.data(), T * heads, d, 1e-6f};
+    be.rms_norm(h);
+    ops::RopeParams r;
+    r.x = a.data();
+    r.pos = pos.data();
+    r.inv_freq = f.data();
+    r.n_tokens = T;
+    r.n_heads = heads;
+    r.head_dim = d;
+    be.rope(r);
+    h.x = b.data();
+    h.y = b.data();
+    h.rope_inv_freq = f.data();
+    h.rope_pos = pos.data();
+    h.rope_heads = heads;
+    be.rms_norm(h);
+    EXPECT_EQ(b, a);
 }
 
 }  // namespace

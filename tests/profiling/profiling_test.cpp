@@ -65,18 +65,14 @@ TEST_P(Profiling, OpKindsAndCallCounts) {
     ASSERT_TRUE(m.count("attention (full)"));
     EXPECT_EQ(m["attention (sliding)"].calls, n_sliding * n_ub);
     EXPECT_EQ(m["attention (full)"].calls, (c.n_layer - n_sliding) * n_ub);
-    for (const char* op : {"rms_norm", "rope", "geglu", "kv_store"}) {
+    for (const char* op : {"rms_norm", "geglu", "kv_store"}) {
         EXPECT_TRUE(m.count(op)) << op;
         EXPECT_EQ(m[op].calls % n_ub, 0) << op;
     }
-    // Two RoPE calls (q, k) per cache-owning layer and micro-batch, one for the
-    // others.
-    int64_t ropes = 0, stores = 0;
-    for (int64_t il = 0; il < c.n_layer; ++il) {
-        ropes += c.has_kv(il) ? 2 : 1;
-        stores += c.has_kv(il) ? 1 : 0;
-    }
-    EXPECT_EQ(m["rope"].calls, ropes * n_ub);
+    // RoPE is fused into the q/k head norms: no separate call.
+    EXPECT_EQ(m.count("rope"), 0u);
+    int64_t stores = 0;
+    for (int64_t il = 0; il < c.n_layer; ++il) stores += c.has_kv(il) ? 1 : 0;
     EXPECT_EQ(m["kv_store"].calls, stores * n_ub);
     EXPECT_TRUE(m.count("get_rows f32"));  // token embeddings
     EXPECT_GT(calls_with_prefix(p, "matmul (batched) f32"), 0);

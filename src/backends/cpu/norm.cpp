@@ -35,6 +35,19 @@ void norm_row(const ops::RmsNormParams& p, int64_t r) {
     } else {
         for (int64_t i = 0; i < n; ++i) y[i] = res[i] + (x[i] * inv) * w[i];
     }
+    if (p.out_scale != 1.0f)
+        for (int64_t i = 0; i < n; ++i) y[i] *= p.out_scale;
+    if (p.rope_inv_freq != nullptr) {  // the arithmetic of cpu::rope, one head
+        const int64_t half = n / 2;
+        const float pf = static_cast<float>(p.rope_pos[r / p.rope_heads]);
+        for (int64_t k = 0; k < half; ++k) {
+            const float a = pf * p.rope_inv_freq[k];
+            const float cs = std::cos(a), sn = std::sin(a);
+            const float x0 = y[k], x1 = y[k + half];
+            y[k] = x0 * cs - x1 * sn;
+            y[k + half] = x1 * cs + x0 * sn;
+        }
+    }
 }
 
 }  // namespace
@@ -42,6 +55,8 @@ void norm_row(const ops::RmsNormParams& p, int64_t r) {
 void rms_norm(Context& c, const ops::RmsNormParams& p) {
     if (p.rows == 0) return;
     HF2Q_ASSERT(p.rows > 0 && p.n > 0 && p.x != nullptr && p.y != nullptr);
+    HF2Q_ASSERT(p.rope_inv_freq == nullptr ||
+                (p.rope_pos != nullptr && p.rope_heads > 0 && p.n % 2 == 0 && p.add_to == nullptr && p.out_scale == 1.0f));
     const int64_t grain = std::max<int64_t>(1, 8192 / p.n);
     c.pool.parallel_for(p.rows, grain, [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) norm_row(p, r);

@@ -30,11 +30,28 @@ __global__ void rms_norm_kernel(ops::RmsNormParams p) {
     ss = block_sum(ss, shared);
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.n) + p.eps);
     float* y = p.y + r * p.n;
+    if (p.rope_inv_freq != nullptr) {  // each thread owns a rotation pair (k, k + half)
+        const int64_t half = p.n / 2;
+        const float pf = static_cast<float>(p.rope_pos[r / p.rope_heads]);
+        for (int64_t k = threadIdx.x; k < half; k += blockDim.x) {
+            float x0 = __fmul_rn(x[k], inv), x1 = __fmul_rn(x[k + half], inv);
+            if (p.w) {
+                x0 = __fmul_rn(x0, p.w[k]);
+                x1 = __fmul_rn(x1, p.w[k + half]);
+            }
+            const float ang = __fmul_rn(pf, p.rope_inv_freq[k]);
+            const float c = cosf(ang), s = sinf(ang);
+            y[k] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+            y[k + half] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+        }
+        return;
+    }
     const float* a = p.add_to ? p.add_to + r * p.n : nullptr;
     for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) {
         float v = __fmul_rn(x[i], inv);
         if (p.w) v = __fmul_rn(v, p.w[i]);
         if (a) v = __fadd_rn(a[i], v);
+        if (p.out_scale != 1.0f) v = __fmul_rn(v, p.out_scale);
         y[i] = v;
     }
 }

@@ -154,9 +154,9 @@ void Forward::layers(const BatchView& b, const std::vector<LayerKv>& kv) {
     for (int64_t il = 0; il < c_.n_layer; ++il) {
         const LayerWeights& l = w_.layers[sz(il)];
         attention(il, b, kv);
-        feed_forward(il, b.n_tokens);
-        if (c_.has_ple()) ple(il, b.n_tokens);
-        if (l.output_scale != 1.0f) be_.scale(x_, l.output_scale, b.n_tokens * c_.n_embd);
+        // The layer scalar rides on the last norm of the layer.
+        feed_forward(il, b.n_tokens, c_.has_ple() ? 1.0f : l.output_scale);
+        if (c_.has_ple()) ple(il, b.n_tokens, l.output_scale);
     }
 }
 

@@ -71,8 +71,8 @@ private:
     void dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void moe(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float* out);
-    void feed_forward(int64_t il, int64_t T);
-    void ple(int64_t il, int64_t T);
+    void feed_forward(int64_t il, int64_t T, float out_scale);
+    void ple(int64_t il, int64_t T, float out_scale);
     void head(const BatchView& b, float* logits_host);
     void head_logits(const BatchView& b, int64_t r0, int64_t n);
     void layers(const BatchView& b, const std::vector<LayerKv>& kv);

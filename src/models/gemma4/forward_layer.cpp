@@ -63,17 +63,17 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     const float* inv_freq = c_.is_sliding(il) ? inv_freq_swa_ : inv_freq_full_;
     const float eps = c_.rms_eps;
 
+    // Head norms and RoPE run as one fused op per tensor.
+    auto norm_rope = [&](float* x, const float* w, int64_t heads) {
+        ops::RmsNormParams n = norm(x, x, w, T * heads, hd, eps);
+        n.rope_inv_freq = inv_freq;
+        n.rope_pos = b.pos;
+        n.rope_heads = heads;
+        be_.rms_norm(n);
+    };
     be_.rms_norm(norm(x_, cur_, l.attn_norm, T, H, eps));
     project(l.attn_q, "attn_q.weight", il, -1, cur_, q_, T);
-    be_.rms_norm(norm(q_, q_, l.attn_q_norm, T * nh, hd, eps));
-    ops::RopeParams r;
-    r.pos = b.pos;
-    r.inv_freq = inv_freq;
-    r.n_tokens = T;
-    r.head_dim = hd;
-    r.x = q_;
-    r.n_heads = nh;
-    be_.rope(r);
+    norm_rope(q_, l.attn_q_norm, nh);
 
     if (c_.has_kv(il)) {
         project(l.attn_k, "attn_k.weight", il, -1, cur_, k_, T);
@@ -83,10 +83,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
         } else {
             be_.rms_norm(norm(k_, v_, nullptr, T * nkv, hd, eps));
         }
-        be_.rms_norm(norm(k_, k_, l.attn_k_norm, T * nkv, hd, eps));
-        r.x = k_;
-        r.n_heads = nkv;
-        be_.rope(r);
+        norm_rope(k_, l.attn_k_norm, nkv);
         ops::KvStoreParams s;
         s.k = k_;
         s.v = v_;
@@ -147,8 +144,9 @@ void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out
 // the host (one synchronisation per layer) to size tensor-core launches.
 void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, Fe = c_.n_ff_exp;
-    be_.rms_norm(norm(x_, cur_, l.ffn_gate_inp_scale, T, H, c_.rms_eps));
-    be_.scale(cur_, 1.0f / std::sqrt(static_cast<float>(H)), T * H);
+    ops::RmsNormParams rn = norm(x_, cur_, l.ffn_gate_inp_scale, T, H, c_.rms_eps);
+    rn.out_scale = 1.0f / std::sqrt(static_cast<float>(H));
+    be_.rms_norm(rn);
     project(l.ffn_gate_inp, "ffn_gate_inp.weight", il, -1, cur_, router_logits_, T);
     ops::MoeRouteParams rp;
     rp.logits = router_logits_;
@@ -294,7 +292,8 @@ void Forward::moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float
 
 // Dense: x += rmsnorm(mlp; post_ffw_norm).
 // MoE:   x += rmsnorm(rmsnorm(mlp; post_ffw_norm_1) + rmsnorm(experts; post_ffw_norm_2); post_ffw_norm).
-void Forward::feed_forward(int64_t il, int64_t T) {
+// Then x ·= out_scale (the layer scalar, fused into the last norm when it ends the layer).
+void Forward::feed_forward(int64_t il, int64_t T, float out_scale) {
     const LayerWeights& l = w_.layers[sz(il)];
     const int64_t H = c_.n_embd;
     const float eps = c_.rms_eps;
@@ -302,14 +301,15 @@ void Forward::feed_forward(int64_t il, int64_t T) {
     if (c_.is_moe()) {
         be_.rms_norm(norm(tmp_, tmp_, l.post_ffw_norm_1, T, H, eps));
         moe(l, il, T, tmp2_);
-        be_.rms_norm(norm(tmp2_, tmp2_, l.post_ffw_norm_2, T, H, eps));
-        be_.add(tmp_, tmp2_, tmp_, T * H);
+        be_.rms_norm(norm(tmp2_, tmp_, l.post_ffw_norm_2, T, H, eps, tmp_));  // tmp += norm(experts)
     }
-    be_.rms_norm(norm(tmp_, x_, l.post_ffw_norm, T, H, eps, x_));
+    ops::RmsNormParams n = norm(tmp_, x_, l.post_ffw_norm, T, H, eps, x_);
+    n.out_scale = out_scale;
+    be_.rms_norm(n);
 }
 
-// x += rmsnorm(proj(gelu_tanh(x·W_gateᵀ) ⊙ pl[:, il, :]); post_norm).
-void Forward::ple(int64_t il, int64_t T) {
+// x += rmsnorm(proj(gelu_tanh(x·W_gateᵀ) ⊙ pl[:, il, :]); post_norm), then x ·= out_scale.
+void Forward::ple(int64_t il, int64_t T, float out_scale) {
     const LayerWeights& l = w_.layers[sz(il)];
     const int64_t P = c_.n_embd_per_layer, H = c_.n_embd;
     project(l.inp_gate, "inp_gate.weight", il, -1, x_, pl_gate_, T);
@@ -322,7 +322,9 @@ void Forward::ple(int64_t il, int64_t T) {
     g.up_stride = c_.n_layer * P;
     be_.geglu(g);
     project(l.proj, "proj.weight", il, -1, pl_gate_, tmp_, T);
-    be_.rms_norm(norm(tmp_, x_, l.post_norm, T, H, c_.rms_eps, x_));
+    ops::RmsNormParams n = norm(tmp_, x_, l.post_norm, T, H, c_.rms_eps, x_);
+    n.out_scale = out_scale;
+    be_.rms_norm(n);
 }
 
 // logits = softcap(rmsnorm(x[out_rows]; output_norm) · Eᵀ), E the tied embedding,
