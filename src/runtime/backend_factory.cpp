@@ -35,4 +35,15 @@ std::unique_ptr<ops::Backend> make_backend(BackendKind kind, int n_threads, bool
     fail("unknown backend kind");
 }
 
+std::unique_ptr<ops::Backend> make_weight_store(BackendKind kind) {
+#ifdef HF2Q_HAVE_CUDA
+    if (kind == BackendKind::cuda) {
+        cuda::CudaOptions o;
+        o.workspaces = false;
+        return cuda::make_backend(o);
+    }
+#endif
+    return make_backend(kind, 1);
+}
+
 }  // namespace hf2q::runtime

@@ -13,6 +13,10 @@ namespace hf2q::runtime {
 // instead of BF16 on the tensor cores; the CPU backend always computes in f32.
 std::unique_ptr<ops::Backend> make_backend(BackendKind kind, int n_threads, bool f32_matmul = false);
 
+// A backend of this kind used only to hold allocations (the model's device
+// weights): no matmul or attention workspaces.
+std::unique_ptr<ops::Backend> make_weight_store(BackendKind kind);
+
 // True when this build has the CUDA backend and a CUDA device is usable.
 bool cuda_available();
 

@@ -40,9 +40,10 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
         profiler_->set_enabled(false);
         backend_ = std::move(profiler);
     }
-    weights_ = gemma4::place_weights(model.weights(), *backend_);
+    // Device weights belong to the model: uploaded by the first context, shared after.
+    weights_ = &model.weights_on(opts.backend);
     // Activations before the cache, so a memory fraction sees what they take.
-    forward_ = std::make_unique<gemma4::Forward>(c, weights_, *backend_, opts.n_ubatch, opts.matmul_observer);
+    forward_ = std::make_unique<gemma4::Forward>(c, *weights_, *backend_, opts.n_ubatch, opts.matmul_observer);
     forward_->enable_graphs(opts.graphs);
 
     const int64_t B = opts.kv_block_size;

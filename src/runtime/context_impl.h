@@ -48,7 +48,7 @@ private:
     ContextOptions opts_;
     std::unique_ptr<ops::Backend> backend_;  // wrapped by the profiler when profile_ops
     ProfilingBackend* profiler_ = nullptr;    // that wrapper, owned by backend_; else null
-    gemma4::Weights weights_;                // the model's weights in backend memory
+    const gemma4::Weights* weights_ = nullptr;  // the model's weights in backend memory (owned by it)
     std::unique_ptr<kv::BlockTables> tables_;
     int64_t full_blocks_ = 0;                // blocks of each full-attention pool
     std::vector<gemma4::LayerKv> pools_;     // per layer: own pools, null if KV-shared

@@ -1,6 +1,7 @@
 #include "runtime/model_impl.h"
 
 #include "core/error.h"
+#include "runtime/backend_factory.h"
 
 namespace hf2q::runtime {
 
@@ -21,6 +22,17 @@ ModelImpl::ModelImpl(const std::string& path, const ModelLoadOptions& opts) : op
 
 // Per-token matmul work, from the weight table: every 2-D projection once, and
 // k / n_expert of each stacked expert tensor.
+const gemma4::Weights& ModelImpl::weights_on(BackendKind kind) const {
+    if (kind == BackendKind::cpu) return weights_;
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    if (!device_store_) {
+        auto store = make_weight_store(kind);
+        device_weights_ = gemma4::place_weights(weights_, *store);
+        device_store_ = std::move(store);
+    }
+    return device_weights_;
+}
+
 void ModelImpl::count_active_work() {
     auto add = [&](const ops::WeightView& v, double frac = 1.0) {
         if (v.empty()) return;

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "gguf/gguf.h"
 #include "hf2q/engine.h"
 #include "models/gemma4/config.h"
 #include "models/gemma4/weights.h"
+#include "ops/backend.h"
 
 namespace hf2q::runtime {
 
@@ -21,6 +23,11 @@ public:
     const ModelInfo& info() const { return info_; }
     const ModelLoadOptions& options() const { return opts_; }
 
+    // The weights where a backend of this kind computes: the host table itself for
+    // the CPU, otherwise one device copy uploaded by the first context that asks and
+    // shared by all later ones (thread-safe). Contexts must not outlive the model.
+    const gemma4::Weights& weights_on(BackendKind kind) const;
+
 private:
     void count_active_work();
 
@@ -29,6 +36,10 @@ private:
     gemma4::Config config_;
     gemma4::Weights weights_;
     ModelInfo info_;
+    // Device copy: a backend that only holds the weight allocations, and the table.
+    mutable std::mutex device_mutex_;
+    mutable std::unique_ptr<ops::Backend> device_store_;
+    mutable gemma4::Weights device_weights_;
 };
 
 }  // namespace hf2q::runtime

@@ -44,6 +44,7 @@ public:
         if (o.device < 0 || o.device >= n) fail("CUDA device ", o.device, " does not exist (", n, " found)");
         HF2Q_CUDA_CHECK(cudaSetDevice(o.device));
         HF2Q_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        if (!o.workspaces) return;  // a memory holder: no ops run on it
         if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) fail("cannot create a cuBLAS handle");
         if (cublasSetWorkspace(cublas_, alloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
             fail("cannot set the cuBLAS workspace");
@@ -63,7 +64,7 @@ public:
         cudaStreamSynchronize(stream_);
         for (void* p : allocs_) cudaFree(p);
         if (ws_.x) cudaFree(ws_.x);
-        cublasDestroy(cublas_);
+        if (cublas_) cublasDestroy(cublas_);
         cudaStreamDestroy(stream_);
     }
 

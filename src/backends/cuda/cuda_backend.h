@@ -16,6 +16,9 @@ struct CudaOptions {
     int device = 0;
     // Batched matmuls: BF16 tensor cores (default) or f32 SGEMM (reference precision).
     MatmulPrecision precision = MatmulPrecision::bf16;
+    // Allocate the matmul and attention workspaces (~0.5 GiB). Off for a backend
+    // that only holds memory (the model's weights); its ops must not be called.
+    bool workspaces = true;
 };
 
 // Number of usable CUDA devices (0 when there is no driver or GPU).
