@@ -258,6 +258,7 @@ private:
     std::vector<PendingTensor> tensors_;
     std::unordered_set<std::string> names_;
     std::string path_, tmp_path_;
+    int cleanup_slot_ = -1;  // registration of tmp_path_ for removal on interrupt
     std::FILE* fp_ = nullptr;
     uint32_t alignment_ = 32;
     size_t cur_tensor_ = 0;

@@ -12,6 +12,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/interrupt_cleanup.h"
 #include "gguf/gguf.h"
 #include "gguf/utf8.h"
 
@@ -50,6 +51,8 @@ void Writer::close_and_remove() noexcept {
     if (fp_) std::fclose(fp_);
     fp_ = nullptr;
     if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
+    release_temp_file(cleanup_slot_);
+    cleanup_slot_ = -1;
 }
 
 void Writer::set(std::string key, Value v) {
@@ -165,6 +168,7 @@ void Writer::begin(const std::string& path) {
         tmp_path_.clear();  // nothing to remove
         fail("cannot create '", path, ".tmp-", ::getpid(), "': ", std::strerror(e));
     }
+    cleanup_slot_ = register_temp_file(tmp_path_);  // removed on Ctrl-C too
     std::setvbuf(fp_, nullptr, _IOFBF, 1 << 20);
     file_pos_ = 0;
     write_raw("GGUF", 4);
@@ -227,6 +231,8 @@ void Writer::finish() {
     if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
         fail("cannot rename '", tmp_path_, "' to '", path_, "': ", std::strerror(errno));
     finished_ = true;
+    release_temp_file(cleanup_slot_);
+    cleanup_slot_ = -1;
     // Make the rename durable too; failure here leaves a complete file, so it is ignored.
     const auto slash = path_.find_last_of('/');
     const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));

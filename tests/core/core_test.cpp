@@ -1,10 +1,17 @@
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/checked.h"
 #include "core/ggml_type.h"
+#include "core/interrupt_cleanup.h"
 #include "core/thread_pool.h"
 
 using namespace hf2q;
@@ -39,4 +46,37 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
             for (auto& h : hits) EXPECT_EQ(h.load(), 1);
         }
     }
+}
+
+// A process stopped by SIGINT removes its registered temporary files (and only
+// those) and still dies of SIGINT; a released registration is not removed.
+TEST(InterruptCleanup, SigintRemovesRegisteredFilesOnly) {
+    const std::string base = ::testing::TempDir() + "hf2q_interrupt_" + std::to_string(::getpid());
+    const std::string doomed = base + ".tmp", kept = base + ".kept", released = base + ".released";
+    for (const std::string& p : {doomed, kept, released}) {
+        std::FILE* f = std::fopen(p.c_str(), "wb");
+        ASSERT_NE(f, nullptr);
+        std::fputs("partial", f);
+        std::fclose(f);
+    }
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        hf2q::install_interrupt_cleanup();
+        if (hf2q::register_temp_file(doomed) < 0) ::_exit(3);
+        const int slot = hf2q::register_temp_file(released);
+        hf2q::release_temp_file(slot);
+        ::raise(SIGINT);
+        ::_exit(4);  // not reached: the default action of SIGINT ends the process
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << status;
+    EXPECT_EQ(WTERMSIG(status), SIGINT);
+    EXPECT_NE(::access(doomed.c_str(), F_OK), 0) << "registered temp file survived";
+    EXPECT_EQ(::access(kept.c_str(), F_OK), 0);
+    EXPECT_EQ(::access(released.c_str(), F_OK), 0);
+    std::remove(kept.c_str());
+    std::remove(released.c_str());
+    EXPECT_EQ(hf2q::register_temp_file(std::string(5000, 'x')), -1);  // too long: not registered
 }

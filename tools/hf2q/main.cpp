@@ -6,6 +6,7 @@
 
 #include "command.h"
 #include "core/error.h"
+#include "core/interrupt_cleanup.h"
 
 namespace hf2q::cli {
 std::vector<Command>& command_registry() {
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
         print_usage();
         return argc < 2 ? 2 : 0;
     }
+    hf2q::install_interrupt_cleanup();  // Ctrl-C removes half-written temporary outputs
     std::string name = argv[1];
     if (name == "--version" || name == "version") {
         std::printf("hf2q %s\n", HF2Q_VERSION);
