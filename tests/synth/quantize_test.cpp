@@ -12,6 +12,7 @@
 #include "convert/ftype.h"
 #include "convert/quantize_file.h"
 #include "convert/synth.h"
+#include "synth/synth_test_util.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
@@ -20,24 +21,9 @@ namespace hf2q::quantize {
 namespace {
 
 namespace fs = std::filesystem;
+using synth_test::read_all;
+using synth_test::TempDir;
 using ftype::FileType;
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() /
-               ("hf2q_quantize_test_" +
-                std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
-
-std::string read_all(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 void synth(const fs::path& out, FileType ft, uint64_t seed = 3) {
     synth::SynthOptions o;
@@ -63,7 +49,7 @@ QuantizeOptions qopts(const fs::path& in, const fs::path& out, FileType ft) {
 // Quantizing the F32 synthetic model gives byte for byte the file the synthesizer
 // writes for that ftype directly: same metadata order, tensor order and bytes.
 TEST(QuantizeFile, F32InputMatchesDirectSynth) {
-    TempDir d;
+    TempDir d("hf2q_quantize_test_");
     synth(d.path / "f32.gguf", FileType::ALL_F32);
     synth(d.path / "direct.gguf", FileType::MOSTLY_Q4_0);
     auto r = quantize_gguf(qopts(d.path / "f32.gguf", d.path / "q.gguf", FileType::MOSTLY_Q4_0));
@@ -81,7 +67,7 @@ TEST(QuantizeFile, F32InputMatchesDirectSynth) {
 }
 
 TEST(QuantizeFile, Refusals) {
-    TempDir d;
+    TempDir d("hf2q_quantize_test_");
     synth(d.path / "f32.gguf", FileType::ALL_F32);
     // Never the input, however it is spelled.
     EXPECT_THROW(
@@ -146,7 +132,7 @@ std::vector<uint8_t> expect_rows(const gguf::TensorInfo& t, GgmlType type, int64
 }
 
 TEST(QuantizeFile, Imatrix) {
-    TempDir d;
+    TempDir d("hf2q_quantize_test_");
     synth(d.path / "f32.gguf", FileType::ALL_F32);
     auto in = gguf::File::open((d.path / "f32.gguf").string());
     const auto* q = in->find_tensor("blk.0.attn_q.weight");            // [256, 1024]

@@ -8,24 +8,15 @@
 #include <vector>
 
 #include "convert/synth.h"
+#include "synth/synth_test_util.h"
 #include "hf2q/engine.h"
 
 namespace hf2q::synth {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() /
-               ("hf2q_synth_engine_test_" +
-                std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
+using synth_test::read_all;
+using synth_test::TempDir;
 
 // Logits of the last prompt token and of 4 greedy steps after it.
 std::vector<std::vector<float>> run(const std::string& path) {
@@ -51,7 +42,7 @@ std::vector<std::vector<float>> run(const std::string& path) {
 }
 
 TEST(SynthFastEngine, LoadsAndDecodes) {
-    TempDir d;
+    TempDir d("hf2q_synth_engine_test_");
     for (bool fast : {false, true}) {
         SynthOptions o;
         o.preset = "tiny";

@@ -1,6 +1,7 @@
 // Synthetic Gemma 4 models: preset shapes against the spec tables, metadata against the
 // real 26B-A4B file's, and the tiny preset written end to end.
 #include "convert/synth.h"
+#include "synth/synth_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -24,6 +25,8 @@ namespace hf2q::synth {
 namespace {
 
 namespace fs = std::filesystem;
+using synth_test::read_all;
+using synth_test::TempDir;
 using Shapes = std::map<std::string, std::vector<int64_t>>;
 
 Shapes shapes(const Preset& p) {
@@ -38,23 +41,6 @@ std::vector<int64_t> ne(std::initializer_list<int64_t> v) {
 
 std::string vocab_path() {
     return std::string(HF2Q_TESTDATA_DIR) + "/tokenizer/ggml-vocab-gemma-4.gguf";
-}
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() /
-               ("hf2q_synth_test_" +
-                std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
-
-std::string read_all(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 TEST(SynthPresets, E2BShapes) {
@@ -261,7 +247,7 @@ SynthOptions tiny_options(const fs::path& out, uint64_t seed, int threads,
 }
 
 TEST(SynthWrite, TinyFileMatchesThePlanner) {
-    TempDir d;
+    TempDir d("hf2q_synth_test_");
     auto path = d.path / "tiny.gguf";
     auto r = synth_model(tiny_options(path, 1, 2));
     auto f = gguf::File::open(path.string());
@@ -322,7 +308,7 @@ TEST(SynthWrite, TinyFileMatchesThePlanner) {
 
 TEST(SynthWrite, DeterministicPerSeedAndThreadCount) {
     // Q8_0 keeps this fast under sanitizers; the k-quant path is covered above.
-    TempDir d;
+    TempDir d("hf2q_synth_test_");
     const auto q8 = ftype::FileType::MOSTLY_Q8_0;
     synth_model(tiny_options(d.path / "a.gguf", 42, 1, q8));
     synth_model(tiny_options(d.path / "b.gguf", 42, 3, q8));
@@ -345,7 +331,7 @@ TEST(SynthWrite, DeterministicPerSeedAndThreadCount) {
 // the normal path; F32 and small tensors byte for byte; every row of a pooled tensor
 // is one of the normal tensor's first kFastPoolRows rows, and the rows vary.
 TEST(SynthFast, SameLayoutAndPooledRows) {
-    TempDir d;
+    TempDir d("hf2q_synth_test_");
     synth_model(tiny_options(d.path / "normal.gguf", 3, 2));
     auto o = tiny_options(d.path / "fast.gguf", 3, 2);
     o.fast = true;
@@ -402,7 +388,7 @@ TEST(SynthFast, SameLayoutAndPooledRows) {
 }
 
 TEST(SynthFast, DeterministicPerSeedAndThreadCount) {
-    TempDir d;
+    TempDir d("hf2q_synth_test_");
     auto fast = [&](const char* name, uint64_t seed, int threads) {
         auto o = tiny_options(d.path / name, seed, threads);
         o.fast = true;
@@ -418,7 +404,7 @@ TEST(SynthFast, DeterministicPerSeedAndThreadCount) {
 
 TEST(SynthWrite, VocabFromCopiesTokenizer) {
     if (!fs::exists(vocab_path())) GTEST_SKIP() << "test data not found: " << vocab_path();
-    TempDir d;
+    TempDir d("hf2q_synth_test_");
     auto o = tiny_options(d.path / "v.gguf", 5, 2);
     o.ftype = ftype::FileType::MOSTLY_F16;  // keeps the 262144-row embedding fast to write
     o.vocab_from = vocab_path();

@@ -90,7 +90,7 @@ std::vector<BatchToken> random_tokens(std::mt19937& rng, int64_t n_vocab, int32_
 
 ContextOptions context_for(const BenchOptions& o, int32_t n_seq, int32_t n_ctx, bool profile) {
     ContextOptions c;
-    c.backend = o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu;
+    c.backend = parse_backend(o.backend);
     c.n_seq_max = n_seq;
     c.n_ctx = n_ctx;
     c.n_ubatch = o.ubatch;
@@ -228,7 +228,7 @@ int run_bench(const std::vector<std::string>& args) {
            &o.profile);
     p.flag("--json", "print results as JSON", &o.json);
     if (!p.parse(args)) return 0;
-    if (o.backend != "cpu" && o.backend != "cuda") fail("--backend must be cpu or cuda, got '", o.backend, "'");
+    parse_backend(o.backend);  // fails early on a bad name
     if (o.reps < 1) fail("--repetitions must be at least 1");
     if (o.ubatch < 1) fail("--ubatch-size must be at least 1");
     if (o.n_ctx < 0) fail("--ctx-size must be >= 0");

@@ -220,8 +220,7 @@ int run_chat(const std::vector<std::string>& args) {
         "per line; commands: /reset, /think on|off, /quit (or /exit). End of input exits.");
     add_flags(p, o);
     if (!p.parse(args)) return 0;
-    if (o.backend != "cpu" && o.backend != "cuda")
-        fail("--backend must be cpu or cuda, got '", o.backend, "'");
+    parse_backend(o.backend);  // fails early on a bad name
     if (o.ctx_size <= 0) fail("--ctx-size must be positive");
     runtime::validate(o.sampler);
 
@@ -247,7 +246,7 @@ int run_chat(const std::vector<std::string>& args) {
     co.n_ctx = o.ctx_size;
     co.n_ubatch = o.ubatch;
     co.n_threads = o.threads;
-    co.backend = o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu;
+    co.backend = parse_backend(o.backend);
     apply_device_flags(o.device, co);
     auto ctx = Context::create(*model, co);
     if (o.verbose)

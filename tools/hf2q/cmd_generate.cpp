@@ -120,7 +120,7 @@ std::unique_ptr<Context> make_context(const Model& model, const GenerateOptions&
     }
     co.n_ubatch = o.ubatch;
     co.n_threads = o.threads;
-    co.backend = o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu;
+    co.backend = parse_backend(o.backend);
     apply_device_flags(o.device, co);
     return Context::create(model, co);
 }
@@ -230,8 +230,7 @@ int run_generate(const std::vector<std::string>& args) {
                 "continuation to stdout and prints timings to stderr.");
     add_flags(p, o);
     if (!p.parse(args)) return 0;
-    if (o.backend != "cpu" && o.backend != "cuda")
-        fail("--backend must be cpu or cuda, got '", o.backend, "'");
+    parse_backend(o.backend);  // fails early on a bad name
     const int n_modes = !o.token_ids.empty() + (p.was_set("--prompt") || p.was_set("--file"));
     if (n_modes != 1) fail("give exactly one of -p TEXT, -f FILE or --token-ids IDS");
     runtime::validate(o.sampler);

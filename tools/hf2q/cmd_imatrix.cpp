@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "args.h"
+#include "device_flags.h"
 #include "command.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -47,7 +48,7 @@ int run_imatrix(const std::vector<std::string>& args) {
     p.option("-t,--threads", "N", "CPU threads (0: all)", &o.threads);
     if (!p.parse(args)) return 0;
     if (o.ctx < 2) fail("--ctx must be at least 2");
-    if (o.backend != "cpu" && o.backend != "cuda") fail("--backend must be cpu or cuda");
+    parse_backend(o.backend);  // fails early on a bad name
 
     auto model = Model::load(o.model);
     tokenizer::Tokenizer tok(tokenizer::load_vocab(model->impl().file()));
@@ -60,7 +61,7 @@ int run_imatrix(const std::vector<std::string>& args) {
 
     runtime::ImatrixCollector collector(model->impl().config().n_expert);
     ContextOptions co;
-    co.backend = o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu;
+    co.backend = parse_backend(o.backend);
     co.n_ctx = o.ctx;
     co.n_ubatch = std::min(o.ctx, 512);
     co.n_threads = o.threads;

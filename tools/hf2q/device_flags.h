@@ -17,6 +17,15 @@ struct DeviceFlags {
     double kv_fraction = 0.0;
 };
 
+// The value of --backend; fails with the accepted names otherwise. Commands call it
+// right after parsing (so a typo fails before a model loads) and again to fill
+// ContextOptions.
+inline BackendKind parse_backend(const std::string& name) {
+    if (name == "cpu") return BackendKind::cpu;
+    if (name == "cuda") return BackendKind::cuda;
+    fail("--backend must be cpu or cuda, got '", name, "'");
+}
+
 inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
     p.option("--precision", "P",
              "device arithmetic: tensor-cores (BF16/F16 operands, f32 accumulation) or f32 (reference, slower)",
