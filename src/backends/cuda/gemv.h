@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/ggml_type.h"
+#include "ops/types.h"
 
 namespace hf2q::cuda {
 
@@ -27,6 +28,22 @@ struct GemvArgs {
     int64_t n_experts = 0;
     bool x_vec = false;           // set by the launcher: x rows allow 16-byte loads
 };
+
+// The arguments for y = x · Wᵀ (strides 0 mean dense rows); callers add the rows or
+// the expert grouping.
+inline GemvArgs gemv_args(const ops::WeightView& w, const float* x, int64_t x_stride, float* y, int64_t y_stride) {
+    GemvArgs a;
+    a.type = w.type;
+    a.w = static_cast<const uint8_t*>(w.data);
+    a.row_bytes = w.row_bytes;
+    a.n_in = w.n_in;
+    a.n_out = w.n_out;
+    a.x = x;
+    a.x_stride = x_stride ? x_stride : w.n_in;
+    a.y = y;
+    a.y_stride = y_stride ? y_stride : w.n_out;
+    return a;
+}
 
 // Grouped launches cover at most max_active_experts experts with rows (an upper
 // bound the caller knows without reading the offsets: min(rows, n_experts)).

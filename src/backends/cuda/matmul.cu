@@ -69,16 +69,7 @@ void launch_get_rows(const ops::GetRowsParams& p, cudaStream_t s) {
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_tokens <= 0 || p.w.n_out <= 0) return;
     if (p.n_tokens <= kGemvTokens) {
-        GemvArgs a;
-        a.type = p.w.type;
-        a.w = static_cast<const uint8_t*>(p.w.data);
-        a.row_bytes = p.w.row_bytes;
-        a.n_in = p.w.n_in;
-        a.n_out = p.w.n_out;
-        a.x = p.x;
-        a.x_stride = p.x_stride ? p.x_stride : p.w.n_in;
-        a.y = p.y;
-        a.y_stride = p.y_stride ? p.y_stride : p.w.n_out;
+        GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
         a.n_rows = p.n_tokens;
         launch_gemv(a, 1, s);
         return;

@@ -116,18 +116,9 @@ void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream
         gemm_bf16_grouped(p, *env.ws, env.cublas, s);
         return;
     }
-    GemvArgs a;
-    a.type = p.w.type;
-    a.w = static_cast<const uint8_t*>(p.w.data);
-    a.row_bytes = p.w.row_bytes;
+    GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
     a.expert_bytes = p.expert_bytes;
-    a.n_in = p.w.n_in;
-    a.n_out = p.w.n_out;
-    a.x = p.x;
-    a.x_stride = p.x_stride ? p.x_stride : p.w.n_in;
     a.x_rows = p.x_rows;
-    a.y = p.y;
-    a.y_stride = p.y_stride ? p.y_stride : p.w.n_out;
     a.offsets = p.offsets;
     a.n_experts = p.n_experts;
     launch_gemv(a, std::min(p.n_rows, p.n_experts), s);
