@@ -8,6 +8,8 @@
 #   bench26   synth gemma4-26b-a4b q4_k_m (--fast) and hf2q bench with HF2Q_BENCH_ARGS
 #   bench31   the same for gemma4-31b, benche4b for gemma4-e4b (pp4096, tg128)
 #   profile   hf2q bench --profile on the 26B model (per-op time shares)
+#   kernels   Nsight Compute kernel durations of 26B decode steps, summed per kernel
+#             (serialized: the sum is pure kernel time, without launch gaps)
 # HF2Q_BENCH_ARGS (and HF2Q_BENCH_ARGS2 for a second run on the same model) are the
 # bench flags.
 # Logs go to $OUT (or out/gpu); the last lines printed are a summary.
@@ -57,7 +59,7 @@ if has sanitize && command -v compute-sanitizer >/dev/null; then
 fi
 bench() {  # bench NAME PRESET [BENCH FLAGS]
   local name=$1 preset=$2 args=${3:-$bench_args}
-  step "synth_$name" $bin/hf2q synth --preset "$preset" --quant q4_k_m --seed 1 --fast -o "/tmp/$name.gguf"
+  step "synth_$name" $bin/hf2q synth --preset "$preset" --quant q4_k_m --seed 1 --fast --force -o "/tmp/$name.gguf"
   step "bench_$name" $bin/hf2q bench -m "/tmp/$name.gguf" --backend cuda $args
   cat "$out/bench_$name.log"
   if [ -n "${HF2Q_BENCH_ARGS2:-}" ]; then
@@ -68,6 +70,11 @@ bench() {  # bench NAME PRESET [BENCH FLAGS]
 has bench26 && bench g26 gemma4-26b-a4b
 has profile && { step profile_g26 $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p 4096 -n 32 -b 1,64 -d 0 -r 1 -ub 4096 --profile;
                  cat "$out/profile_g26.log"; }
+if has kernels; then
+  step ncu_g26 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-count 6000 \
+    $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p "" -n 2 -r 1 --no-graphs
+  python3 scripts/ncu_kernel_sums.py "$out/ncu_g26.log" 4 | tee "$out/ncu_g26_summary.txt"
+fi
 other_args="-p 4096 -n 128 -r 2 -ub 4096"
 HF2Q_BENCH_ARGS2=
 has bench31 && { bench g31 gemma4-31b "$other_args"; rm -f /tmp/g31.gguf; }

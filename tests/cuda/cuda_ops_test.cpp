@@ -62,8 +62,19 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
+// Rows of a multiple of 4 up to 8192 values take the register-resident kernel (one
+// row: the decode case), others the loop kernel; with and without weight/residual,
+// in place.
 TEST_F(CudaOps, RmsNormWithWeightAndResidual) {
-    for (int64_t n : {1, 64, 257, 512, 2816}) {
+    for (int64_t n : {1, 64, 257, 512, 2816, 8192, 8196}) {
+        for (int64_t rows : {1, 5}) {
+            auto x = randn(static_cast<size_t>(rows * n)), r = randn(static_cast<size_t>(rows * n));
+            std::vector<float> ref(x.size());
+            cpu->rms_norm({x.data(), nullptr, ref.data(), rows, n, 1e-6f, nullptr, 0.5f});
+            float* dx = dev(x);
+            gpu->rms_norm({dx, nullptr, dx, rows, n, 1e-6f, nullptr, 0.5f});  // in place
+            EXPECT_LT(rel_err(host(dx, x.size()), ref), 1e-6) << "n=" << n << " rows=" << rows << " no weight";
+        }
         const int64_t rows = 5;
         auto x = randn(static_cast<size_t>(rows * n)), w = randn(static_cast<size_t>(n)),
              r = randn(static_cast<size_t>(rows * n));
@@ -126,6 +137,14 @@ TEST_F(CudaOps, RopeMatchesReference) {
     }
 }
 
+// Types the default precision multiplies with the integer GEMV (8-bit activations):
+// relative error ~5e-3 on random activations instead of ~1e-7.
+bool q8_gemv_type(GgmlType t) {
+    return t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K ||
+           t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+double gemv_tolerance(GgmlType t) { return q8_gemv_type(t) ? 1.5e-2 : 1e-5; }
+
 const GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,   GgmlType::Q4_1,
                               GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,
                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
@@ -150,7 +169,8 @@ TEST_F(CudaOps, MatmulAndGetRowsEveryWeightType) {
             cpu->matmul({w, x.data(), ref.data(), T, 0, 0});
             float* dy = gpu->alloc_array<float>(ref.size());
             gpu->matmul({dw, dev(x), dy, T, 0, 0});
-            EXPECT_LT(rel_err(host(dy, ref.size()), ref), T <= 16 ? 1e-5 : 1e-2) << ggml_type_name(t) << " T=" << T;
+            EXPECT_LT(rel_err(host(dy, ref.size()), ref), T <= 16 ? gemv_tolerance(t) : 1e-2)
+                << ggml_type_name(t) << " T=" << T;
             float* dy32 = gpu32->alloc_array<float>(ref.size());
             float* dx32 = gpu32->alloc_array<float>(x.size());
             gpu32->upload(dx32, x.data(), x.size() * sizeof(float));
@@ -189,7 +209,123 @@ TEST_F(CudaOps, MatmulStridesAndOddRows) {
             cpu->matmul({w, x.data(), ref.data(), T, xs, ys});
             float* dy = dev(std::vector<float>(ref.size(), 7.0f));
             gpu->matmul({dw, dev(x), dy, T, xs, ys});
-            EXPECT_LT(rel_err(host(dy, ref.size()), ref), T <= 16 ? 1e-5 : 1e-2) << ggml_type_name(t) << " T=" << T;
+            EXPECT_LT(rel_err(host(dy, ref.size()), ref), T <= 16 ? gemv_tolerance(t) : 1e-2)
+                << ggml_type_name(t) << " T=" << T;
+        }
+    }
+}
+
+// Activations on the integer GEMV's grid: every 32-value block holds multiples of
+// 2^-6 up to ±127·2^-6 and reaches that bound, so quantizing them to 8 bits is exact
+// and the integer GEMV must agree with the f32 reference to rounding. Any unit,
+// nibble or scale decoded at the wrong place shows up as an O(1) error.
+std::vector<float> q8_grid_activations(std::mt19937& rng, int64_t rows, int64_t n) {
+    std::uniform_int_distribution<int> k(-127, 127);
+    std::vector<float> x(static_cast<size_t>(rows * n));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(static_cast<float>(k(rng)), -6);
+    for (size_t b = 0; b < x.size(); b += 32) x[b + (b / 32) % 32] = std::ldexp(b % 64 ? 127.0f : -127.0f, -6);
+    return x;
+}
+
+TEST_F(CudaOps, IntegerGemvExactOnItsGrid) {
+    for (GgmlType t : kAllTypes) {
+        if (!q8_gemv_type(t)) continue;
+        const bool kquant = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+        // One block (fewer units than lanes), and a 26B-A4B row (several units per lane).
+        for (int64_t K : kquant ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{96, 2112}) {
+            const int64_t N = 67;  // odd: the last warp of two rows has one
+            auto wf = randn(static_cast<size_t>(N * K), 0.05f);
+            const uint64_t row_bytes = *ggml_row_size(t, static_cast<uint64_t>(K));
+            std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(N));
+            quant::quantize(t, wf.data(), wq.data(), N, K, nullptr);
+            ops::WeightView w{t, K, N, row_bytes, wq.data()};
+            ops::WeightView dw = w;
+            dw.data = dev(wq);
+            for (int64_t T : {1, 2, 8, 9, 16}) {
+                auto x = q8_grid_activations(rng, T, K);
+                std::vector<float> ref(static_cast<size_t>(T * N));
+                cpu->matmul({w, x.data(), ref.data(), T, 0, 0});
+                float* dy = gpu->alloc_array<float>(ref.size());
+                gpu->matmul({dw, dev(x), dy, T, 0, 0});
+                EXPECT_LT(rel_err(host(dy, ref.size()), ref), 2e-6) << ggml_type_name(t) << " K=" << K << " T=" << T;
+            }
+            // Off the grid the activations are rounded: the default precision must
+            // differ from the reference (else the integer path did not run) by no
+            // more than the rounding bound Σ|w|·amax/254 per output.
+            auto x = randn(static_cast<size_t>(3 * K));
+            std::vector<float> ref(static_cast<size_t>(3 * N)), wd(static_cast<size_t>(N * K));
+            cpu->matmul({w, x.data(), ref.data(), 3, 0, 0});
+            std::vector<int32_t> all(static_cast<size_t>(N));
+            for (int32_t i = 0; i < N; ++i) all[static_cast<size_t>(i)] = i;
+            cpu->get_rows({w, all.data(), wd.data(), N, 1.0f});
+            float* dy = gpu->alloc_array<float>(ref.size());
+            gpu->matmul({dw, dev(x), dy, 3, 0, 0});
+            const auto got = host(dy, ref.size());
+            EXPECT_GT(rel_err(got, ref), 1e-4) << ggml_type_name(t) << ": the integer GEMV did not run";
+            for (int64_t r = 0; r < 3; ++r)
+                for (int64_t o = 0; o < N; ++o) {
+                    double bound = 0.0, mag = 0.0;
+                    for (int64_t b = 0; b < K; b += 32) {
+                        float amax = 0.0f;
+                        for (int64_t j = b; j < b + 32; ++j) amax = std::max(amax, std::fabs(x[r * K + j]));
+                        for (int64_t j = b; j < b + 32; ++j) {
+                            bound += std::fabs(wd[o * K + j]) * amax / 254.0;
+                            mag += std::fabs(wd[o * K + j] * x[r * K + j]);
+                        }
+                    }
+                    EXPECT_LE(std::fabs(got[r * N + o] - ref[r * N + o]), bound * 1.01 + 1e-5 * mag)
+                        << ggml_type_name(t) << " K=" << K << " row " << r << " out " << o;
+                }
+        }
+    }
+}
+
+// The grouped integer GEMV: experts with one routed row (one activation row per
+// pass) and with many (eight per pass, two weight rows per warp), on the grid.
+TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
+    const int64_t E = 16, K = 4, H = 256, F = 37;
+    for (GgmlType t : kAllTypes) {
+        if (!q8_gemv_type(t)) continue;
+        for (int64_t T : {1, 3, 5, 40}) {
+            std::vector<int32_t> ids(static_cast<size_t>(T * K));
+            std::uniform_int_distribution<int32_t> pick(0, 11);  // experts 12..15 stay idle
+            for (int64_t i = 0; i < T; ++i) {
+                std::vector<int32_t> chosen;
+                while (static_cast<int64_t>(chosen.size()) < K) {
+                    const int32_t e = pick(rng);
+                    if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
+                }
+                std::copy(chosen.begin(), chosen.end(), ids.begin() + i * K);
+            }
+            const size_t n = ids.size();
+            std::vector<int32_t> off(E + 1), rows(n), slot(n);
+            cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
+            auto wf = randn(static_cast<size_t>(E * F * H), 0.05f);
+            const uint64_t row_bytes = *ggml_row_size(t, static_cast<uint64_t>(H));
+            std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(E * F));
+            quant::quantize(t, wf.data(), wq.data(), E * F, H, nullptr);
+            auto x = q8_grid_activations(rng, T, H);
+            std::vector<float> ref(n * F);
+            ops::MoeMatmulParams m;
+            m.w = {t, H, F, row_bytes, wq.data()};
+            m.expert_bytes = row_bytes * F;
+            m.n_experts = E;
+            m.offsets = off.data();
+            m.host_offsets = off.data();
+            m.x_rows = rows.data();
+            m.x = x.data();
+            m.n_rows = static_cast<int64_t>(n);
+            m.y = ref.data();
+            cpu->moe_matmul(m);
+            m.w.data = dev(wq);
+            m.offsets = dev(off);
+            m.host_offsets = nullptr;
+            m.x_rows = dev(rows);
+            m.x = dev(x);
+            float* dy = gpu->alloc_array<float>(ref.size());
+            m.y = dy;
+            gpu->moe_matmul(m);
+            EXPECT_LT(rel_err(host(dy, ref.size()), ref), 2e-6) << ggml_type_name(t) << " T=" << T;
         }
     }
 }
@@ -251,7 +387,7 @@ TEST_F(CudaOps, MoeGroupMatmulCombine) {
                 gpu->moe_matmul(m);
                 if (n > 0) {
                     EXPECT_LT(rel_err(host(dy, n * F), std::vector<float>(ref.begin(), ref.begin() + n * F)),
-                              with_host ? 1e-2 : 1e-5)
+                              with_host ? 1e-2 : gemv_tolerance(t))
                         << ggml_type_name(t) << " T=" << T << (with_host ? " tensor cores" : " gemv");
                 }
             }
@@ -389,7 +525,8 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
     const Shape shapes[] = {{"attn_q 2816->4096 q4_k", GgmlType::Q4_K, 2816, 4096},
                             {"ffn_down 2112->2816 q8_0", GgmlType::Q8_0, 2112, 2816},
                             {"lm_head 2816->262144 q6_k", GgmlType::Q6_K, 2816, 262144},
-                            {"ffn_up 2816->2112 q4_k", GgmlType::Q4_K, 2816, 2112}};
+                            {"ffn_up 2816->2112 q4_k", GgmlType::Q4_K, 2816, 2112},
+                            {"moe down 2112->2816 q5_0", GgmlType::Q5_0, 2112, 2816}};
     for (const Shape& sh : shapes) {
         const uint64_t row_bytes = *ggml_row_size(sh.type, static_cast<uint64_t>(sh.n_in));
         std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(sh.n_out));
@@ -401,6 +538,9 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
             for (int64_t o = r; o < sh.n_out; o += 64) std::copy(row.begin(), row.end(), wq.begin() + o * row_bytes);
         }
         ops::WeightView w{sh.type, sh.n_in, sh.n_out, row_bytes, dev(wq)};
+        ops::WeightView w32 = w;
+        w32.data = gpu32->alloc(wq.size());
+        gpu32->upload(const_cast<void*>(w32.data), wq.data(), wq.size());
         for (int64_t T : {1, 8, 64, 512, 4096}) {
             float* x = dev(randn(static_cast<size_t>(T * sh.n_in)));
             float* y = gpu->alloc_array<float>(static_cast<size_t>(T * sh.n_out));
@@ -408,6 +548,13 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
             std::printf("[ perf ] %-28s T=%5ld %9.1f us %8.1f GB/s (weights) %8.1f TFLOP/s\n", sh.name,
                         static_cast<long>(T), s * 1e6, static_cast<double>(wq.size()) / s / 1e9,
                         2.0 * static_cast<double>(T * sh.n_in * sh.n_out) / s / 1e12);
+            if (T <= 8) {  // the f32 GEMV of the reference precision, for comparison
+                float* x32 = gpu32->alloc_array<float>(static_cast<size_t>(T * sh.n_in));
+                float* y32 = gpu32->alloc_array<float>(static_cast<size_t>(T * sh.n_out));
+                const double s32 = time_calls(*gpu32, 20, [&] { gpu32->matmul({w32, x32, y32, T, 0, 0}); });
+                std::printf("[ perf ] %-28s T=%5ld %9.1f us %8.1f GB/s (f32 GEMV)\n", sh.name, static_cast<long>(T),
+                            s32 * 1e6, static_cast<double>(wq.size()) / s32 / 1e9);
+            }
         }
     }
 }

@@ -171,16 +171,30 @@ __global__ void attention_combine_kernel(const ops::AttentionParams p,
     __shared__ float w[kMaxSplits];
     __shared__ float inv_l;
     if (threadIdx.x < 32) {
+        // Each lane reads its splits' (m, l) once, all loads before any use: this
+        // runs once per (token, head) of every decode step, so latency matters.
+        constexpr int kPerLane = kMaxSplits / 32;
         const int lane = static_cast<int>(threadIdx.x);
+        float m[kPerLane], l[kPerLane];
+#pragma unroll
+        for (int k = 0; k < kPerLane; ++k) {
+            const int sp = lane + 32 * k;
+            const float2 v = sp < n_split ? reinterpret_cast<const float2*>(ml)[sp] : make_float2(0.0f, 0.0f);
+            m[k] = v.x;
+            l[k] = v.y;
+        }
         float M = -FLT_MAX;
-        for (int s = lane; s < n_split; s += 32)
-            if (ml[2 * s + 1] > 0.0f) M = fmaxf(M, ml[2 * s]);
+#pragma unroll
+        for (int k = 0; k < kPerLane; ++k)
+            if (l[k] > 0.0f) M = fmaxf(M, m[k]);
         for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
         float L = 0.0f;
-        for (int s = lane; s < n_split; s += 32) {
-            const float l = ml[2 * s + 1];
-            w[s] = l > 0.0f ? exp2f(ml[2 * s] - M) : 0.0f;  // empty splits: never read acc
-            L += w[s] * l;
+#pragma unroll
+        for (int k = 0; k < kPerLane; ++k) {
+            const int sp = lane + 32 * k;
+            const float wk = l[k] > 0.0f ? exp2f(m[k] - M) : 0.0f;  // empty splits: never read acc
+            if (sp < n_split) w[sp] = wk;
+            L += wk * l[k];
         }
         for (int off = 16; off > 0; off >>= 1) L += __shfl_xor_sync(0xffffffffu, L, off);
         if (lane == 0) inv_l = 1.0f / L;

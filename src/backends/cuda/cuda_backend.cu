@@ -17,6 +17,9 @@ namespace {
 constexpr size_t kGemmWeightElems = size_t{128} << 20;
 // Weight rows expanded per SGEMM call (reference precision): 32 Mi floats (128 MiB).
 constexpr size_t kGemmF32Elems = size_t{32} << 20;
+// Activations of the integer GEMV (int8 values plus a scale and a sum per 32):
+// 16 MiB holds 512 routed rows of 16k values.
+constexpr size_t kQ8Bytes = size_t{16} << 20;
 // Split-KV partial results of the attention: 16 Mi floats (64 MiB).
 constexpr size_t kAttentionFloats = size_t{16} << 20;
 
@@ -53,6 +56,8 @@ public:
         ws_.f32 = static_cast<float*>(alloc(kGemmF32Elems * sizeof(float)));
         ws_.f32_elems = kGemmF32Elems;
         ws_.ptrs = static_cast<void**>(alloc(3 * kMaxGroup * sizeof(void*)));
+        ws_.q8 = static_cast<int8_t*>(alloc(kQ8Bytes));
+        ws_.q8_bytes = kQ8Bytes;
         env_.ws = &ws_;
         env_.cublas = cublas_;
         env_.precision = o.precision;

@@ -24,6 +24,8 @@ struct GemmWorkspace {
     float* f32 = nullptr;         // f32 weight rows of the reference (SGEMM) path
     size_t f32_elems = 0;
     bool no_grouped_gemm = false;  // cuBLAS refused the grouped BF16 → f32 call once
+    int8_t* q8 = nullptr;         // activations quantized to 8 bits for the integer GEMV
+    size_t q8_bytes = 0;
 };
 
 // Largest number of experts one grouped GEMM launch covers.

@@ -10,31 +10,13 @@
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/gemv.h"
+#include "backends/cuda/grouping.cuh"
 
 namespace hf2q::cuda {
 namespace {
 
 constexpr int kWarps = 4;
 constexpr int kRows = 2;  // weight rows per block, sharing each activation load
-
-// Index of the y-th expert whose row range is not empty, or −1 (whole warp).
-__device__ int active_expert(const int32_t* offsets, int64_t n_experts, int y) {
-    const int lane = threadIdx.x % 32;
-    int seen = 0;
-    for (int64_t e0 = 0; e0 < n_experts; e0 += 32) {
-        const int64_t e = e0 + lane;
-        const bool has = e < n_experts && offsets[e + 1] > offsets[e];
-        const unsigned mask = __ballot_sync(0xffffffffu, has);
-        const int n = __popc(mask);
-        if (y < seen + n) {
-            unsigned m = mask;
-            for (int skip = y - seen; skip > 0; --skip) m &= m - 1;  // drop lowest set bits
-            return static_cast<int>(e0) + __ffs(m) - 1;
-        }
-        seen += n;
-    }
-    return -1;
-}
 
 __device__ __forceinline__ void load8(const float* x, bool vec, float (&v)[8]) {  // activations
     if (vec) {

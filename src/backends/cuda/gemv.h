@@ -49,4 +49,18 @@ inline GemvArgs gemv_args(const ops::WeightView& w, const float* x, int64_t x_st
 // bound the caller knows without reading the offsets: min(rows, n_experts)).
 void launch_gemv(const GemvArgs& a, int64_t max_active_experts, cudaStream_t s);
 
+// The integer GEMV (gemv_q8.cu): activations quantized to 8 bits per 32 values,
+// dp4a dot products. For Q4_0, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K rows whose length
+// is a multiple of 32; a.n_rows must be set (grouped launches too: the routed rows).
+// Bytes of device scratch it needs for the quantized activations.
+size_t q8_workspace_bytes(int64_t rows, int64_t n_in);
+// Whether launch_gemv_q8 can run these arguments with that much scratch.
+bool gemv_q8_supported(const GemvArgs& a, size_t workspace_bytes);
+void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s);
+
+struct MatmulEnv;
+// The GEMV for these arguments (matmul.cu): the integer one in the default
+// precision where it supports the weight type, else the f32 one.
+void launch_any_gemv(const GemvArgs& a, int64_t max_active_experts, MatmulEnv& env, cudaStream_t s);
+
 }  // namespace hf2q::cuda

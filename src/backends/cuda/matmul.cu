@@ -1,7 +1,8 @@
 // Linear layers and embedding gathers on block-format weights: the dispatcher.
 //
-//   n_tokens <= kGemvTokens (decode, small batches): gemv.cu, every weight byte read
-//     once per 8 tokens, f32 arithmetic.
+//   n_tokens <= kGemvTokens (decode, small batches): every weight byte read once per
+//     8 tokens; gemv_q8.cu (8-bit activations, integer dot products) for the common
+//     block formats in the default precision, else gemv.cu (f32 arithmetic).
 //   larger batches: gemm.cu, weight tiles expanded to BF16 and multiplied on the
 //     tensor cores (or to f32 and SGEMM in the reference precision).
 #include <algorithm>
@@ -66,12 +67,19 @@ void launch_get_rows(const ops::GetRowsParams& p, cudaStream_t s) {
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
+void launch_any_gemv(const GemvArgs& a, int64_t max_active_experts, MatmulEnv& env, cudaStream_t s) {
+    if (env.precision == MatmulPrecision::bf16 && gemv_q8_supported(a, env.ws->q8_bytes))
+        launch_gemv_q8(a, max_active_experts, env.ws->q8, s);
+    else
+        launch_gemv(a, max_active_experts, s);
+}
+
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_tokens <= 0 || p.w.n_out <= 0) return;
     if (p.n_tokens <= kGemvTokens) {
         GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
         a.n_rows = p.n_tokens;
-        launch_gemv(a, 1, s);
+        launch_any_gemv(a, 1, env, s);
         return;
     }
     if (env.precision == MatmulPrecision::f32) {

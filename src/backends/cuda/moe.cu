@@ -121,7 +121,8 @@ void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream
     a.x_rows = p.x_rows;
     a.offsets = p.offsets;
     a.n_experts = p.n_experts;
-    launch_gemv(a, std::min(p.n_rows, p.n_experts), s);
+    a.n_rows = p.n_rows;
+    launch_any_gemv(a, std::min(p.n_rows, p.n_experts), env, s);
 }
 
 }  // namespace hf2q::cuda

@@ -1,0 +1,485 @@
+// Integer matrix-vector products for decode and small batches (llama.cpp's MMVQ
+// recipe, written for this backend): the activations are quantized to 8 bits per
+// 32 values (a scale d and the sum of the 32 original values), and each weight
+// unit is dotted with them by dp4a, four products per instruction.
+//
+// Why not the f32 GEMV (gemv.cu)? At one token that kernel reads 4 bytes of
+// activation per weight value from L1, 7× the weight bytes of a 4.5-bit format, and
+// spends several instructions per value decoding to float: it reached 0.4–0.6 TB/s.
+// Here an activation value is 1 byte and a 4-bit weight costs about half an
+// instruction.
+//
+// Layout of the work: one warp per weight row (two rows per warp when 8 activation
+// rows share the pass, so each activation load serves both). The lanes walk the
+// row in units (16 bytes of Q4_K quants, 32 values), so a row of 2816 Q4_K values
+// is 88 units over 32 lanes; a lane loads two units before it uses either, to
+// keep enough bytes in flight. No shared memory and no block barrier: partial sums
+// are reduced with warp shuffles.
+//
+// Precision: the activation rounding (relative error ≤ 1/254 of each block's
+// largest value) is the same order as the BF16 operands of the tensor-core path,
+// and only the default precision uses it; --precision f32 keeps the f32 GEMV.
+#include "backends/cuda/common.cuh"
+#include "backends/cuda/dequant.cuh"
+#include "backends/cuda/gemv.h"
+#include "backends/cuda/grouping.cuh"
+
+namespace hf2q::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+
+// Quantized activation row: int8 values and per 32 values (scale d, d·Σq).
+struct XRow {
+    const int8_t* q;
+    const float2* ds;
+};
+
+struct Q8View {
+    int8_t* q = nullptr;   // [rows][n_in]
+    float2* ds = nullptr;  // [rows][n_in / 32]
+};
+
+// Weight bytes are read once: bypass L1 so the activations stay there.
+__device__ __forceinline__ uint4 ld_weights16(const uint8_t* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
+// 16 bytes at a 2-byte aligned address (rows of 34-, 22-, 18- and 210-byte blocks).
+__device__ __forceinline__ uint4 ld_weights16_a2(const uint8_t* p) {
+    const uint2 a = load8(p), b = load8(p + 8);
+    return make_uint4(a.x, a.y, b.x, b.y);
+}
+
+__device__ __forceinline__ int4 ld_x16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
+__device__ __forceinline__ int2 ld_x8(const int8_t* p) { return *reinterpret_cast<const int2*>(p); }
+
+__device__ __forceinline__ int dot16(uint4 w, int4 x, int acc) {
+    acc = __dp4a(static_cast<int>(w.x), x.x, acc);
+    acc = __dp4a(static_cast<int>(w.y), x.y, acc);
+    acc = __dp4a(static_cast<int>(w.z), x.z, acc);
+    return __dp4a(static_cast<int>(w.w), x.w, acc);
+}
+
+__device__ __forceinline__ uint4 nibbles_lo(uint4 q) {
+    return make_uint4(q.x & 0x0F0F0F0Fu, q.y & 0x0F0F0F0Fu, q.z & 0x0F0F0F0Fu, q.w & 0x0F0F0F0Fu);
+}
+__device__ __forceinline__ uint4 nibbles_hi(uint4 q) {
+    return make_uint4((q.x >> 4) & 0x0F0F0F0Fu, (q.y >> 4) & 0x0F0F0F0Fu, (q.z >> 4) & 0x0F0F0F0Fu,
+                      (q.w >> 4) & 0x0F0F0F0Fu);
+}
+// Bit 4 of byte k of the result is bit k of the low 4 bits of v (the fifth bit of
+// four Q5_0 quants).
+__device__ __forceinline__ uint32_t bit4_of_bytes(uint32_t v) {
+    return ((v & 1u) << 4) | ((v & 2u) << 11) | ((v & 4u) << 18) | ((v & 8u) << 25);
+}
+__device__ __forceinline__ uint4 sub_bytes(uint4 q, uint32_t k) {  // per byte q − k, signed
+    return make_uint4(__vsubss4(q.x, k), __vsubss4(q.y, k), __vsubss4(q.z, k), __vsubss4(q.w, k));
+}
+
+// A unit of a weight row: load() decodes it to packed signed bytes and scales,
+// X::load() fetches the matching activations of one activation row, dot() gives
+// the unit's contribution to that row's output. kVals values per unit.
+template <GgmlType T>
+struct Unit;
+
+// Q4_K (144-byte blocks of 256): unit (c, h) is quant bytes 32c + 16h .. +16, whose
+// low nibbles are values 16h.. of sub-block 2c and high nibbles of sub-block 2c + 1.
+// Each sub-block's min term uses the sum of its 32 (rounded) activations, added by
+// the h = 0 unit only.
+template <>
+struct Unit<GgmlType::Q4_K> {
+    static constexpr int kVals = 32;
+    uint4 lo, hi;
+    float d0, d1, m0, m1;
+    int64_t v0;   // first value of the unit's low half in the row
+    int64_t sb;   // index of sub-block 2c in the row (32-value blocks)
+    __device__ void load(const uint8_t* row, int64_t u) {
+        const int64_t b = u / 8;
+        const int k = static_cast<int>(u % 8), c = k / 2, h = k % 2;
+        const uint8_t* blk = row + b * 144;
+        const uint4 hd = ld_weights16(blk), q = ld_weights16(blk + 16 + 32 * c + 16 * h);
+        const float d = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
+        int sc, m;
+        kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c, sc, m);
+        d0 = d * static_cast<float>(sc);
+        m0 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
+        kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c + 1, sc, m);
+        d1 = d * static_cast<float>(sc);
+        m1 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
+        lo = nibbles_lo(q);
+        hi = nibbles_hi(q);
+        v0 = b * 256 + 64 * c + 16 * h;
+        sb = b * 8 + 2 * c;
+    }
+    struct X {
+        int4 a, b;
+        float2 s0, s1;
+        template <class W>
+        __device__ void load(XRow x, const W& w) {
+            a = ld_x16(x.q + w.v0);
+            b = ld_x16(x.q + w.v0 + 32);
+            s0 = x.ds[w.sb];
+            s1 = x.ds[w.sb + 1];
+        }
+    };
+    __device__ float dot(const X& x) const {
+        const float p0 = static_cast<float>(dot16(lo, x.a, 0)), p1 = static_cast<float>(dot16(hi, x.b, 0));
+        return d0 * x.s0.x * p0 + d1 * x.s1.x * p1 - (m0 * x.s0.y + m1 * x.s1.y);
+    }
+};
+
+// Q5_K (176-byte blocks): as Q4_K with the fifth bits from qh[16h .. 16h + 16).
+template <>
+struct Unit<GgmlType::Q5_K> {
+    static constexpr int kVals = 32;
+    uint4 lo, hi;
+    float d0, d1, m0, m1;
+    int64_t v0, sb;
+    __device__ void load(const uint8_t* row, int64_t u) {
+        const int64_t b = u / 8;
+        const int k = static_cast<int>(u % 8), c = k / 2, h = k % 2;
+        const uint8_t* blk = row + b * 176;
+        const uint4 hd = ld_weights16(blk), qh = ld_weights16(blk + 16 + 16 * h),
+                    q = ld_weights16(blk + 48 + 32 * c + 16 * h);
+        const float d = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
+        int sc, m;
+        kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c, sc, m);
+        d0 = d * static_cast<float>(sc);
+        m0 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
+        kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c + 1, sc, m);
+        d1 = d * static_cast<float>(sc);
+        m1 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
+        const int j0 = 2 * c, j1 = 2 * c + 1;
+        const uint4 l = nibbles_lo(q), hn = nibbles_hi(q);
+        lo = make_uint4(l.x | (((qh.x >> j0) & 0x01010101u) << 4), l.y | (((qh.y >> j0) & 0x01010101u) << 4),
+                        l.z | (((qh.z >> j0) & 0x01010101u) << 4), l.w | (((qh.w >> j0) & 0x01010101u) << 4));
+        hi = make_uint4(hn.x | (((qh.x >> j1) & 0x01010101u) << 4), hn.y | (((qh.y >> j1) & 0x01010101u) << 4),
+                        hn.z | (((qh.z >> j1) & 0x01010101u) << 4), hn.w | (((qh.w >> j1) & 0x01010101u) << 4));
+        v0 = b * 256 + 64 * c + 16 * h;
+        sb = b * 8 + 2 * c;
+    }
+    using X = Unit<GgmlType::Q4_K>::X;
+    __device__ float dot(const X& x) const {
+        const float p0 = static_cast<float>(dot16(lo, x.a, 0)), p1 = static_cast<float>(dot16(hi, x.b, 0));
+        return d0 * x.s0.x * p0 + d1 * x.s1.x * p1 - (m0 * x.s0.y + m1 * x.s1.y);
+    }
+};
+
+// Q6_K (210-byte blocks, 2-byte aligned): unit (h, l0) covers l = l0 .. l0 + 8 of the
+// half h for all four groups g: ql bytes 64h + l (g 0 low, g 2 high) and 64h + 32 + l
+// (g 1 low, g 3 high), qh bytes 128 + 32h + l (bits 2g). Group g's 8 values start at
+// 128h + 32g + l0 and share one scale.
+template <>
+struct Unit<GgmlType::Q6_K> {
+    static constexpr int kVals = 32;
+    uint2 q[4];
+    float d[4];
+    int64_t v0, xb;  // value of (g 0, l0); 32-blocks of the activation for g 0
+    __device__ void load(const uint8_t* row, int64_t u) {
+        const int64_t b = u / 8;
+        const int k = static_cast<int>(u % 8), h = k / 4, l0 = 8 * (k % 4);
+        const uint8_t* blk = row + b * 210;
+        const uint2 qa = load8(blk + 64 * h + l0), qb = load8(blk + 64 * h + 32 + l0),
+                    qh = load8(blk + 128 + 32 * h + l0), sc = load8(blk + 192 + 8 * h);
+        const float dd = f16(blk + 208);
+        const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
+        auto make = [&](uint2 ql, int shift_l, int shift_h) {
+            return make_uint2(__vsubss4(((ql.x >> shift_l) & m4) | (((qh.x >> shift_h) & m2) << 4), 0x20202020u),
+                              __vsubss4(((ql.y >> shift_l) & m4) | (((qh.y >> shift_h) & m2) << 4), 0x20202020u));
+        };
+        q[0] = make(qa, 0, 0);
+        q[1] = make(qb, 0, 2);
+        q[2] = make(qa, 4, 4);
+        q[3] = make(qb, 4, 6);
+#pragma unroll
+        for (int g = 0; g < 4; ++g)
+            d[g] = dd * static_cast<float>(static_cast<int8_t>(byte_of(sc, 2 * g + l0 / 16)));
+        v0 = b * 256 + 128 * h + l0;
+        xb = b * 8 + 4 * h;
+    }
+    struct X {
+        int2 a[4];
+        float s[4];
+        template <class W>
+        __device__ void load(XRow x, const W& w) {
+#pragma unroll
+            for (int g = 0; g < 4; ++g) {
+                a[g] = ld_x8(x.q + w.v0 + 32 * g);
+                s[g] = x.ds[w.xb + g].x;
+            }
+        }
+    };
+    __device__ float dot(const X& x) const {
+        float r = 0.0f;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const int p = __dp4a(static_cast<int>(q[g].y), x.a[g].y, __dp4a(static_cast<int>(q[g].x), x.a[g].x, 0));
+            r = fmaf(d[g] * x.s[g], static_cast<float>(p), r);
+        }
+        return r;
+    }
+};
+
+// Q8_0 (34-byte blocks): unit = half a block, 16 values.
+template <>
+struct Unit<GgmlType::Q8_0> {
+    static constexpr int kVals = 16;
+    uint4 q;
+    float d;
+    int64_t v0, xb;
+    __device__ void load(const uint8_t* row, int64_t u) {
+        const int64_t b = u / 2;
+        const int h = static_cast<int>(u % 2);
+        const uint8_t* blk = row + b * 34;
+        d = f16(blk);
+        q = ld_weights16_a2(blk + 2 + 16 * h);
+        v0 = b * 32 + 16 * h;
+        xb = b;
+    }
+    struct X {
+        int4 a;
+        float s;
+        template <class W>
+        __device__ void load(XRow x, const W& w) {
+            a = ld_x16(x.q + w.v0);
+            s = x.ds[w.xb].x;
+        }
+    };
+    __device__ float dot(const X& x) const { return d * x.s * static_cast<float>(dot16(q, x.a, 0)); }
+};
+
+// Q5_0 (22-byte blocks: d, 32 fifth bits, 16 quant bytes): unit = one block.
+template <>
+struct Unit<GgmlType::Q5_0> {
+    static constexpr int kVals = 32;
+    uint4 lo, hi;
+    float d;
+    int64_t b;
+    __device__ void load(const uint8_t* row, int64_t u) {
+        b = u;
+        const uint8_t* blk = row + b * 22;
+        d = f16(blk);
+        const uint32_t qh = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(blk + 2)) |
+                            (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(blk + 4)) << 16);
+        const uint4 q = ld_weights16_a2(blk + 6);
+        const uint4 l = nibbles_lo(q), h = nibbles_hi(q);
+        lo = sub_bytes(make_uint4(l.x | bit4_of_bytes(qh), l.y | bit4_of_bytes(qh >> 4), l.z | bit4_of_bytes(qh >> 8),
+                                  l.w | bit4_of_bytes(qh >> 12)),
+                       0x10101010u);
+        hi = sub_bytes(make_uint4(h.x | bit4_of_bytes(qh >> 16), h.y | bit4_of_bytes(qh >> 20),
+                                  h.z | bit4_of_bytes(qh >> 24), h.w | bit4_of_bytes(qh >> 28)),
+                       0x10101010u);
+    }
+    struct X {
+        int4 a, c;
+        float s;
+        template <class W>
+        __device__ void load(XRow x, const W& w) {
+            a = ld_x16(x.q + 32 * w.b);
+            c = ld_x16(x.q + 32 * w.b + 16);
+            s = x.ds[w.b].x;
+        }
+    };
+    __device__ float dot(const X& x) const { return d * x.s * static_cast<float>(dot16(hi, x.c, dot16(lo, x.a, 0))); }
+};
+
+// Q4_0 (18-byte blocks): unit = one block.
+template <>
+struct Unit<GgmlType::Q4_0> {
+    static constexpr int kVals = 32;
+    uint4 lo, hi;
+    float d;
+    int64_t b;
+    __device__ void load(const uint8_t* row, int64_t u) {
+        b = u;
+        const uint8_t* blk = row + b * 18;
+        d = f16(blk);
+        const uint4 q = ld_weights16_a2(blk + 2);
+        lo = sub_bytes(nibbles_lo(q), 0x08080808u);
+        hi = sub_bytes(nibbles_hi(q), 0x08080808u);
+    }
+    using X = Unit<GgmlType::Q5_0>::X;
+    __device__ float dot(const X& x) const { return d * x.s * static_cast<float>(dot16(hi, x.c, dot16(lo, x.a, 0))); }
+};
+
+// Quantizes rows of activations (row r reads x row x_rows[r] when given): 8 threads
+// per 32 values, 4 values each. d = amax / 127, q = round(x / d), and the block
+// carries (d, d·Σq): the Q4_K/Q5_K min terms then multiply the same rounded
+// activations as the scale terms, so the whole product is exactly Σ w·x̂ (with the
+// sum of the unrounded values the min term's error is not cancelled: 3× larger).
+__global__ void quantize_q8_kernel(const float* x, int64_t x_stride, const int32_t* x_rows, int64_t rows,
+                                   int64_t n_in, bool x_vec, Q8View out) {
+    const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // 4-value group
+    const int64_t per_row = n_in / 4;
+    const bool in = g < rows * per_row;  // whole 8-thread groups are in or out
+    const int64_t r = in ? g / per_row : 0, c = in ? g % per_row : 0;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (in) {
+        const float* src = x + (x_rows ? static_cast<int64_t>(x_rows[r]) : r) * x_stride + 4 * c;
+        if (x_vec) {
+            const float4 f = *reinterpret_cast<const float4*>(src);
+            v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) v[k] = src[k];
+        }
+    }
+    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+    for (int off = 1; off < 8; off <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float d = amax / 127.0f;
+    uint32_t packed = 0;
+    int qsum = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int q = d > 0.0f ? __float2int_rn(v[k] / d) : 0;
+        packed |= static_cast<uint32_t>(q & 0xff) << (8 * k);
+        qsum += q;
+    }
+#pragma unroll
+    for (int off = 1; off < 8; off <<= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, off);
+    if (!in) return;
+    reinterpret_cast<uint32_t*>(out.q + r * n_in)[c] = packed;
+    if (c % 8 == 0) out.ds[r * (n_in / 32) + c / 8] = make_float2(d, d * static_cast<float>(qsum));
+}
+
+// NT activation rows per pass over the weights; RW weight rows per warp; KU units
+// in flight per lane.
+template <GgmlType T, int NT, int RW, int KU>
+__global__ void __launch_bounds__(kWarps * 32) gemv_q8_kernel(GemvArgs a, Q8View xq) {
+    using U = Unit<T>;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * RW;
+    if (o0 >= a.n_out) return;  // whole warp; no block-wide barrier below
+    int64_t r0 = 0, r1 = a.n_rows;
+    const uint8_t* w = a.w;
+    if (a.offsets != nullptr) {
+        const int e = active_expert(a.offsets, a.n_experts, static_cast<int>(blockIdx.y));
+        if (e < 0) return;
+        r0 = a.offsets[e];
+        r1 = a.offsets[e + 1];
+        w += static_cast<uint64_t>(e) * a.expert_bytes;
+    }
+    const uint8_t* row[RW];
+#pragma unroll
+    for (int r = 0; r < RW; ++r) row[r] = w + static_cast<uint64_t>(o0 + r < a.n_out ? o0 + r : o0) * a.row_bytes;
+    const int64_t units = a.n_in / U::kVals, blocks32 = a.n_in / 32;
+    for (int64_t c0 = r0; c0 < r1; c0 += NT) {
+        const int nt = static_cast<int>(r1 - c0 < NT ? r1 - c0 : NT);
+        XRow xr[NT];
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const int64_t xi = c0 + (t < nt ? t : 0);
+            xr[t] = {xq.q + xi * a.n_in, xq.ds + xi * blocks32};
+        }
+        float acc[RW][NT] = {};
+        for (int64_t u = lane; u < units; u += 32 * KU) {
+            U wu[KU][RW];
+            bool valid[KU];
+#pragma unroll
+            for (int k = 0; k < KU; ++k) {  // all loads first: KU units in flight
+                valid[k] = u + 32 * k < units;
+#pragma unroll
+                for (int r = 0; r < RW; ++r) wu[k][r].load(row[r], valid[k] ? u + 32 * k : u);
+            }
+#pragma unroll
+            for (int k = 0; k < KU; ++k) {
+                if (!valid[k]) continue;
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    if (t < nt) {
+                        typename U::X xv;
+                        xv.load(xr[t], wu[k][0]);
+#pragma unroll
+                        for (int r = 0; r < RW; ++r) acc[r][t] += wu[k][r].dot(xv);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                float v = acc[r][t];
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (lane == 0 && t < nt && o0 + r < a.n_out) a.y[(c0 + t) * a.y_stride + o0 + r] = v;
+            }
+    }
+}
+
+template <class F>
+bool dispatch_q8_type(GgmlType t, F&& f) {
+    switch (t) {
+        case GgmlType::Q4_0: f.template operator()<GgmlType::Q4_0>(); return true;
+        case GgmlType::Q5_0: f.template operator()<GgmlType::Q5_0>(); return true;
+        case GgmlType::Q8_0: f.template operator()<GgmlType::Q8_0>(); return true;
+        case GgmlType::Q4_K: f.template operator()<GgmlType::Q4_K>(); return true;
+        case GgmlType::Q5_K: f.template operator()<GgmlType::Q5_K>(); return true;
+        case GgmlType::Q6_K: f.template operator()<GgmlType::Q6_K>(); return true;
+        default: return false;
+    }
+}
+
+bool aligned16(uint64_t v) { return v % 16 == 0; }
+
+struct NoOp {
+    template <GgmlType T>
+    void operator()() const {}
+};
+
+}  // namespace
+
+bool gemv_q8_supported(const GemvArgs& a, size_t workspace_bytes) {
+    const bool type_ok = dispatch_q8_type(a.type, NoOp{});
+    if (!type_ok || a.n_in <= 0 || a.n_in % 32 != 0) return false;
+    // Q4_K/Q5_K units are 16-byte loads: the rows must keep that alignment.
+    if (a.type == GgmlType::Q4_K || a.type == GgmlType::Q5_K) {
+        if (!aligned16(reinterpret_cast<uintptr_t>(a.w)) || !aligned16(a.row_bytes) ||
+            (a.offsets != nullptr && !aligned16(a.expert_bytes)))
+            return false;
+    } else if (reinterpret_cast<uintptr_t>(a.w) % 2 != 0 || a.row_bytes % 2 != 0 || a.expert_bytes % 2 != 0) {
+        return false;
+    }
+    return q8_workspace_bytes(a.n_rows, a.n_in) <= workspace_bytes;
+}
+
+size_t q8_workspace_bytes(int64_t rows, int64_t n_in) {
+    const size_t q = static_cast<size_t>(rows) * static_cast<size_t>(n_in);
+    return (q + 255) / 256 * 256 + static_cast<size_t>(rows) * static_cast<size_t>(n_in / 32) * sizeof(float2);
+}
+
+void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s) {
+    if (a.n_out <= 0 || a.n_rows <= 0 || max_active_experts <= 0) return;
+    Q8View xq;
+    xq.q = workspace;
+    xq.ds = reinterpret_cast<float2*>(workspace + (static_cast<size_t>(a.n_rows * a.n_in) + 255) / 256 * 256);
+    const bool x_vec = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    quantize_q8_kernel<<<grid_1d(a.n_rows * a.n_in / 4, 256), 256, 0, s>>>(a.x, a.x_stride, a.x_rows, a.n_rows,
+                                                                            a.n_in, x_vec, xq);
+    HF2Q_CUDA_LAUNCH_CHECK();
+    // One activation row per pass when rows are single (decode; experts with one
+    // routed token on average), else eight over two weight rows per warp.
+    const int64_t groups = a.offsets ? a.n_experts : 1;
+    const bool single = a.offsets ? a.n_rows <= groups : a.n_rows == 1;
+    const int64_t rows_per_block = kWarps * (single ? 1 : 2);
+    const dim3 grid(static_cast<unsigned>((a.n_out + rows_per_block - 1) / rows_per_block),
+                    static_cast<unsigned>(a.offsets ? max_active_experts : 1));
+    HF2Q_ASSERT(grid.y <= 65535);
+    GemvArgs args = a;
+    args.x_rows = nullptr;  // applied by the quantization: activation row r is routed row r
+    dispatch_q8_type(a.type, [&]<GgmlType T>() {
+        if (single)
+            gemv_q8_kernel<T, 1, 1, 2><<<grid, kWarps * 32, 0, s>>>(args, xq);
+        else
+            gemv_q8_kernel<T, 8, 2, 1><<<grid, kWarps * 32, 0, s>>>(args, xq);
+    });
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace hf2q::cuda
