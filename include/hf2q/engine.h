@@ -114,6 +114,16 @@ struct OpProfile {
     }
 };
 
+// What Context::decode() returns for the tokens marked `logits`.
+enum class DecodeOutputs {
+    logits,  // their logits, n_vocab floats each: Context::logits(i)
+    // Only the index of each one's largest logit (the lowest index on ties, as a
+    // greedy sampler picks it), computed on the backend after the final soft-cap:
+    // Context::argmax(i). A greedy step then copies one int per output to the host
+    // instead of n_vocab floats (262,144 for Gemma 4) and scans nothing on the CPU.
+    argmax,
+};
+
 // One token of a batch.
 struct BatchToken {
     int32_t token = 0;
@@ -131,10 +141,16 @@ public:
     // order, the first one at the sequence's current length. A token sees only
     // earlier (and equal-position) tokens of its own sequence. Throws on a bad batch
     // (nothing is written to the cache then) or when the KV cache is full.
-    void decode(const std::vector<BatchToken>& batch);
+    // `outputs` says what the tokens marked `logits` return.
+    void decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs = DecodeOutputs::logits);
 
     // Logits of the i-th token marked `logits` in the last decode, [n_vocab] floats.
+    // Throws unless that decode returned logits.
     const float* logits(int32_t i) const;
+    // Index of the largest logit of the i-th token marked `logits` in the last decode
+    // (lowest index on ties). Throws unless that decode returned DecodeOutputs::argmax,
+    // and, as a greedy sampler does, when those logits hold a NaN or +inf or are all -inf.
+    int32_t argmax(int32_t i) const;
     int32_t n_outputs() const;
     int64_t n_vocab() const;
 

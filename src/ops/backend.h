@@ -17,6 +17,7 @@
 #include "ops/moe.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
+#include "ops/sampling.h"
 
 namespace hf2q::ops {
 
@@ -88,6 +89,10 @@ public:
     virtual void scatter_add(const ScatterAddParams& p) = 0;
     virtual void kv_store(const KvStoreParams& p) = 0;
     virtual void copy_blocks(const CopyBlocksParams& p) = 0;
+
+    // Index of each row's largest value (ops/sampling.h): greedy sampling without
+    // copying the logits to the host.
+    virtual void argmax_rows(const ArgmaxRowsParams& p) = 0;
 
     // Element-wise helpers over n contiguous floats.
     virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;  // y = a + b

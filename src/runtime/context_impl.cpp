@@ -246,11 +246,32 @@ void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin,
 
     gemma4::BatchView b = upload_ubatch(batch, begin, end);
     const int64_t n_out = b.n_out;
-    const int64_t V = n_vocab();
-    grow_logits(sz((n_outputs_ + n_out) * V));
-    forward_->run(b, layer_kv_, logits_ + static_cast<size_t>(n_outputs_) * sz(V));
+    forward_->run(b, layer_kv_, output_slots(n_out));
+    if (outputs_ == DecodeOutputs::argmax) ids_.insert(ids_.end(), ids_stage_, ids_stage_ + n_out);
     n_outputs_ += static_cast<int32_t>(n_out);
     for (auto [seq, n] : counts) tables_->commit(seq, tables_->seq_length(seq) + n);
+}
+
+// Where the forward pass puts this micro-batch's n_out results: the logits after
+// those of the decode's earlier micro-batches, or the ids in the staging buffer.
+gemma4::HeadOutput ContextImpl::output_slots(int64_t n_out) {
+    gemma4::HeadOutput out;
+    out.mode = outputs_;
+    switch (outputs_) {
+        case DecodeOutputs::logits: {
+            const int64_t V = n_vocab();
+            grow_logits(sz((n_outputs_ + n_out) * V));
+            out.logits = logits_ + static_cast<size_t>(n_outputs_) * sz(V);
+            break;
+        }
+        case DecodeOutputs::argmax:
+            HF2Q_ASSERT(n_out <= opts_.n_ubatch);
+            if (!ids_stage_)  // first argmax decode of this context
+                ids_stage_ = static_cast<int32_t*>(backend_->alloc_host(sz(opts_.n_ubatch) * sizeof(int32_t)));
+            out.ids = ids_stage_;
+            break;
+    }
+    return out;
 }
 
 // The logits live in the backend's fastest host memory (page-locked for a GPU: the
@@ -270,11 +291,16 @@ void ContextImpl::grow_logits(size_t floats) {
 
 ContextImpl::~ContextImpl() {
     if (logits_) backend_->free_host(logits_);
+    if (ids_stage_) backend_->free_host(ids_stage_);
 }
 
-void ContextImpl::decode(const std::vector<BatchToken>& batch) {
+void ContextImpl::decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs) {
+    if (outputs != DecodeOutputs::logits && outputs != DecodeOutputs::argmax)  // cast from an integer
+        fail("decode: unknown output kind ", static_cast<int>(outputs));
     validate(batch);
+    outputs_ = outputs;
     n_outputs_ = 0;
+    ids_.clear();
     // The full-attention group keeps every block: check the whole batch fits before
     // any micro-batch writes (sliding groups are sized to always fit one).
     std::vector<std::pair<int32_t, int32_t>> counts;
@@ -292,8 +318,31 @@ void ContextImpl::decode(const std::vector<BatchToken>& batch) {
 }
 
 const float* ContextImpl::logits(int32_t i) const {
+    if (outputs_ != DecodeOutputs::logits)
+        fail("logits: the last decode returned argmax ids, not logits (decode with DecodeOutputs::logits)");
     if (i < 0 || i >= n_outputs_) fail("logits index ", i, " out of range [0, ", n_outputs_, ")");
     return logits_ + static_cast<size_t>(i) * sz(n_vocab());
+}
+
+// The codes of ops::argmax_rows become the errors runtime::argmax (the greedy sampler)
+// throws for the same logits.
+int32_t ContextImpl::argmax(int32_t i) const {
+    if (outputs_ != DecodeOutputs::argmax)
+        fail("argmax: the last decode returned logits, not argmax ids (decode with DecodeOutputs::argmax)");
+    if (i < 0 || i >= n_outputs_) fail("argmax index ", i, " out of range [0, ", n_outputs_, ")");
+    const int32_t id = ids_[sz(i)];
+    switch (id) {
+        case ops::kArgmaxNaN:
+            fail("argmax: the logits of output ", i, " hold a NaN");
+        case ops::kArgmaxPosInf:
+            fail("argmax: the logits of output ", i, " hold +inf");
+        case ops::kArgmaxAllNegInf:
+            fail("argmax: every logit of output ", i, " is -inf (all banned)");
+        default:
+            break;
+    }
+    HF2Q_ASSERT(id >= 0 && id < n_vocab());
+    return id;
 }
 
 }  // namespace hf2q::runtime
@@ -307,8 +356,11 @@ std::unique_ptr<Context> Context::create(const Model& model, const ContextOption
 }
 
 Context::~Context() = default;
-void Context::decode(const std::vector<BatchToken>& batch) { impl_->decode(batch); }
+void Context::decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs) {
+    impl_->decode(batch, outputs);
+}
 const float* Context::logits(int32_t i) const { return impl_->logits(i); }
+int32_t Context::argmax(int32_t i) const { return impl_->argmax(i); }
 int32_t Context::n_outputs() const { return impl_->n_outputs(); }
 int64_t Context::n_vocab() const { return impl_->n_vocab(); }
 int32_t Context::seq_length(int32_t seq) const { return impl_->tables().seq_length(seq); }

@@ -1,6 +1,6 @@
 // Internal state behind hf2q::Context: backend, paged KV cache (block tables plus
 // one K and one V pool per cache-owning layer), the forward pass with its
-// preallocated activations, and the logits of the last decode.
+// preallocated activations, and the logits (or argmax ids) of the last decode.
 #pragma once
 
 #include <memory>
@@ -22,8 +22,9 @@ public:
     ContextImpl(const ContextImpl&) = delete;
     ContextImpl& operator=(const ContextImpl&) = delete;
 
-    void decode(const std::vector<BatchToken>& batch);
+    void decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs);
     const float* logits(int32_t i) const;
+    int32_t argmax(int32_t i) const;
     int32_t n_outputs() const { return n_outputs_; }
     int64_t n_vocab() const { return model_.config().n_vocab; }
     const ContextOptions& options() const { return opts_; }
@@ -68,6 +69,12 @@ private:
     float* logits_ = nullptr;    // [n_outputs][n_vocab], host memory from the backend
     size_t logits_cap_ = 0;      // floats allocated
     void grow_logits(size_t floats);
+    gemma4::HeadOutput output_slots(int64_t n_out);
+    // DecodeOutputs::argmax: each micro-batch's ids land in ids_stage_ ([n_ubatch],
+    // host memory from the backend, page-locked for a GPU) and are appended to ids_.
+    int32_t* ids_stage_ = nullptr;
+    std::vector<int32_t> ids_;   // [n_outputs], ops::argmax_rows results
+    DecodeOutputs outputs_ = DecodeOutputs::logits;  // what the last decode returned
     int32_t n_outputs_ = 0;
 };
 

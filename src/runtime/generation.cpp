@@ -81,6 +81,19 @@ class TextStream {
     GenerationResult& result_;
 };
 
+// The token after the last decode's final output: its argmax, computed on the device
+// (greedy sampling), or the sampler's pick from its logits.
+int32_t next_token(const Context& ctx, Sampler& sampler, DecodeOutputs outputs) {
+    const int32_t i = ctx.n_outputs() - 1;
+    switch (outputs) {
+        case DecodeOutputs::argmax:
+            return ctx.argmax(i);
+        case DecodeOutputs::logits:
+            return sampler.sample(ctx.logits(i), ctx.n_vocab());
+    }
+    fail("generate: unknown decode output kind");
+}
+
 }  // namespace
 
 double GenerationResult::prompt_tokens_per_second() const {
@@ -139,7 +152,7 @@ int32_t Generator::reuse_prefix(const std::vector<int32_t>& prompt) {
 }
 
 int32_t Generator::prefill(const std::vector<int32_t>& prompt, const GenerationParams& params,
-                           const GenerationCallbacks& cb, GenerationResult& result) {
+                           const GenerationCallbacks& cb, GenerationResult& result, DecodeOutputs outputs) {
     const int32_t first = reuse_prefix(prompt);
     std::vector<BatchToken> batch;
     batch.reserve(prompt.size() - static_cast<size_t>(first));
@@ -147,7 +160,7 @@ int32_t Generator::prefill(const std::vector<int32_t>& prompt, const GenerationP
         batch.push_back({prompt[i], seq_, static_cast<int32_t>(i),
                          params.all_prompt_logits || i + 1 == prompt.size()});
     const auto t0 = Clock::now();
-    ctx_.decode(batch);
+    ctx_.decode(batch, outputs);
     result.prompt_seconds = seconds_since(t0);
     cached_.insert(cached_.end(), prompt.begin() + first, prompt.end());
     result.n_prompt_cached = first;
@@ -178,18 +191,23 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
     Sampler sampler(sp);  // validates
     for (int32_t t : prompt) sampler.accept(t);
 
+    // A greedy sampler is the argmax of the logits: it runs on the device and only the
+    // ids come back. The prefill returns logits where a callback may read them.
+    const DecodeOutputs step_outputs = is_greedy(sp) ? DecodeOutputs::argmax : DecodeOutputs::logits;
+    DecodeOutputs outputs =
+        cb.on_prefill || params.all_prompt_logits ? DecodeOutputs::logits : step_outputs;
+
     GenerationResult result;
     result.n_prompt = static_cast<int32_t>(prompt.size());
-    int32_t pos = prefill(prompt, params, cb, result);
+    int32_t pos = prefill(prompt, params, cb, result, outputs);
     const auto t0 = Clock::now();
     std::optional<TextStream> text;
     if (tok_) text.emplace(*tok_, params, cb, result);
 
-    const float* logits = ctx_.logits(ctx_.n_outputs() - 1);
     std::optional<FinishReason> reason;
     if (params.n_predict == 0) reason = FinishReason::length;
     while (!reason) {
-        const int32_t token = sampler.sample(logits, n_vocab);
+        const int32_t token = next_token(ctx_, sampler, outputs);
         sampler.accept(token);
         result.tokens.push_back(token);
         if (cb.on_token) cb.on_token(token);
@@ -201,11 +219,11 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
                                       static_cast<int64_t>(result.tokens.size()), params.n_predict);
         if (!reason && pos >= n_ctx) reason = FinishReason::length;  // context full
         if (reason) break;
-        ctx_.decode({{token, seq_, pos, true}});
+        ctx_.decode({{token, seq_, pos, true}}, step_outputs);
+        outputs = step_outputs;
         cached_.push_back(token);
         ++pos;
         ++result.n_decoded_generated;
-        logits = ctx_.logits(0);
     }
     if (text) text->finish();
     result.finish_reason = *reason;

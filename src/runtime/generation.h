@@ -10,6 +10,10 @@
 // truncated to the longest common prefix, or cleared and prefilled again when the
 // cache cannot truncate there (sliding-window blocks already released).
 //
+// A greedy sampler (runtime::is_greedy) decodes with DecodeOutputs::argmax: the argmax
+// is computed on the device and only the token id comes back (the prefill too, unless
+// on_prefill or all_prompt_logits ask for its logits).
+//
 // Per token (docs/sampling.md): sample -> accept -> EOG check -> detokenize (control
 // tokens as their text) -> StopMatcher -> Gemma4OutputParser -> callbacks. Streamed
 // text never ends inside a UTF-8 character or a possible stop string.
@@ -90,7 +94,8 @@ class Generator {
 
   private:
     int32_t prefill(const std::vector<int32_t>& prompt, const GenerationParams& params,
-                    const GenerationCallbacks& callbacks, GenerationResult& result);
+                    const GenerationCallbacks& callbacks, GenerationResult& result,
+                    DecodeOutputs outputs);
     int32_t reuse_prefix(const std::vector<int32_t>& prompt);
 
     Context& ctx_;

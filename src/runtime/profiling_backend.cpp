@@ -74,6 +74,8 @@ std::string ProfilingBackend::key_name(const Key& k) {
             return "kv_store";
         case Op::copy_blocks:
             return "copy_blocks";
+        case Op::argmax_rows:
+            return "argmax_rows";
         case Op::add:
             return "add";
         case Op::scale:
@@ -152,6 +154,9 @@ void ProfilingBackend::kv_store(const ops::KvStoreParams& p) {
 }
 void ProfilingBackend::copy_blocks(const ops::CopyBlocksParams& p) {
     timed({Op::copy_blocks}, [&] { inner_->copy_blocks(p); });
+}
+void ProfilingBackend::argmax_rows(const ops::ArgmaxRowsParams& p) {
+    timed({Op::argmax_rows}, [&] { inner_->argmax_rows(p); });
 }
 
 void ProfilingBackend::add(const float* a, const float* b, float* y, int64_t n) {

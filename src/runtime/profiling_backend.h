@@ -67,6 +67,7 @@ class ProfilingBackend final : public ops::Backend {
     void scatter_add(const ops::ScatterAddParams& p) override;
     void kv_store(const ops::KvStoreParams& p) override;
     void copy_blocks(const ops::CopyBlocksParams& p) override;
+    void argmax_rows(const ops::ArgmaxRowsParams& p) override;
 
     void add(const float* a, const float* b, float* y, int64_t n) override;
     void scale(float* x, float s, int64_t n) override;
@@ -94,6 +95,7 @@ class ProfilingBackend final : public ops::Backend {
         scatter_add,
         kv_store,
         copy_blocks,
+        argmax_rows,
         add,
         scale,
         mul,

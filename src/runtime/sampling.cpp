@@ -74,6 +74,15 @@ void validate(const SamplerParams& p) {
     }
 }
 
+// top_k 1 with temperature > 0 keeps only the argmax candidate (top-p and min-p always
+// keep the best one) and draws it with probability 1; only the PRNG state differs,
+// which no later greedy step reads.
+bool is_greedy(const SamplerParams& p) {
+    const bool penalties = p.penalty_last_n != 0 && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
+                                                     p.frequency_penalty != 0.0f);
+    return (p.temperature == 0.0f || p.top_k == 1) && !penalties && p.logit_bias.empty();
+}
+
 void Rng::reseed(uint64_t seed) {
     // splitmix64 expands one word into a well-mixed, never all-zero state.
     uint64_t x = seed;

@@ -37,6 +37,12 @@ struct SamplerParams {
 // Throws hf2q::Error naming the first invalid field.
 void validate(const SamplerParams& params);
 
+// True when Sampler::sample() always returns the plain argmax of the logits (lowest id
+// on ties) and fails exactly where argmax() does: temperature 0 or top_k 1, with no
+// stage that changes logits first (no active penalty, no logit bias). Such a sampler
+// may be replaced by the argmax computed on the device (DecodeOutputs::argmax).
+bool is_greedy(const SamplerParams& params);
+
 // One candidate token of the distribution being filtered.
 struct TokenLogit {
     int32_t id;

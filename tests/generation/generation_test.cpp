@@ -144,6 +144,51 @@ TEST(Generation, GreedyMatchesTransformersReference) {
     }
 }
 
+// Greedy generation takes the argmax computed on the device (DecodeOutputs::argmax) and
+// gives the tokens and text the logits path gives: there a zero logit bias keeps the
+// sampler on the host (is_greedy is false) without changing any logit. top_k 1 at a
+// temperature above 0 is greedy too; an on_prefill callback gets the prompt's logits
+// while the steps still use the device argmax. The last decode's outputs show the path.
+TEST(Generation, DeviceArgmaxGivesTheHostSamplersTokens) {
+    const tokenizer::Tokenizer tok = test_tokenizer();
+    for (const Reference& r : fixture().prompts) {
+        GenerationParams host = greedy(10), device = greedy(10), top1 = greedy(10);
+        host.sampler.logit_bias[5] = 0.0f;
+        top1.sampler.temperature = 0.8f;
+        top1.sampler.top_k = 1;
+        const GenerationResult want = [&] {
+            auto ctx = make_context();
+            Generator gen(*ctx, &tok);
+            GenerationResult res = gen.generate(r.ids, host);
+            EXPECT_NO_THROW(ctx->logits(0)) << "the host sampler needs logits";
+            EXPECT_THROW(ctx->argmax(0), Error);
+            return res;
+        }();
+        for (const bool with_prefill_callback : {false, true}) {
+            for (const GenerationParams* p : {&device, &top1}) {
+                auto ctx = make_context();
+                Generator gen(*ctx, &tok);
+                GenerationCallbacks cb;
+                int prefill_calls = 0;
+                if (with_prefill_callback)
+                    cb.on_prefill = [&](const Context& c, int32_t) {
+                        ++prefill_calls;
+                        EXPECT_NO_THROW(c.logits(c.n_outputs() - 1)) << "on_prefill reads the prompt's logits";
+                    };
+                const GenerationResult got = gen.generate(r.ids, *p, cb);
+                EXPECT_EQ(got.tokens, want.tokens) << "prompt of " << r.ids.size() << " tokens";
+                EXPECT_EQ(got.text, want.text);
+                EXPECT_EQ(got.finish_reason, want.finish_reason);
+                EXPECT_EQ(prefill_calls, with_prefill_callback ? 1 : 0);
+                if (got.n_decoded_generated > 0 || !with_prefill_callback) {
+                    EXPECT_NO_THROW(ctx->argmax(0)) << "greedy steps decode argmax ids";
+                    EXPECT_THROW(ctx->logits(0), Error);
+                }
+            }
+        }
+    }
+}
+
 TEST(Generation, SeedReproducibility) {
     const std::vector<int32_t>& prompt = fixture().prompts[1].ids;
     auto run = [&](uint64_t seed) {

@@ -133,4 +133,22 @@ TEST_P(Profiling, LogitsBitIdentical) {
     EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)), 0);
 }
 
+// The profiler forwards argmax_rows: one call per LM-head chunk of an argmax decode,
+// none in a logits decode.
+TEST_P(Profiling, ArgmaxDecodeRunsArgmaxRows) {
+    const Fixture& fx = *fixture(GetParam());
+    const auto& ids = fx.prompts[3].ids;
+    ContextOptions o = small_context(1);
+    o.profile_ops = true;
+    auto ctx = Context::create(*fx.model, o);
+    ctx->decode(prompt_batch(ids), DecodeOutputs::argmax);  // 40 outputs: one chunk
+    EXPECT_EQ(by_name(ctx->op_profile())["argmax_rows"].calls, 1);
+    ctx->reset_op_profile();
+    const int32_t n = static_cast<int32_t>(ids.size());
+    ctx->decode({{ids[0], 0, n, true}});
+    EXPECT_EQ(by_name(ctx->op_profile()).count("argmax_rows"), 0u);
+    ctx->decode({{ids[1], 0, n + 1, true}}, DecodeOutputs::argmax);
+    EXPECT_EQ(by_name(ctx->op_profile())["argmax_rows"].calls, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Profiling, ::testing::ValuesIn(variants()));

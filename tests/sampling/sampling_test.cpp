@@ -11,6 +11,7 @@
 #include <limits>
 #include <numeric>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -91,6 +92,55 @@ TEST(Sampling, GreedyPicksArgmaxLowestIdOnTies) {
     const auto big = make_logits(262144, 7, 10.0f);
     const auto expect = std::max_element(big.begin(), big.end()) - big.begin();
     EXPECT_EQ(s.sample(big.data(), static_cast<int64_t>(big.size())), expect);
+}
+
+// is_greedy holds exactly for the settings whose sample() is the plain argmax, so the
+// argmax computed on the device can replace the sampler.
+TEST(Sampling, IsGreedyOnlyWhenSamplingIsTheArgmax) {
+    SamplerParams p;
+    EXPECT_FALSE(is_greedy(p)) << "defaults sample at temperature 1";
+    p.temperature = 0;
+    EXPECT_TRUE(is_greedy(p));
+    p.temperature = 0.7f;
+    EXPECT_FALSE(is_greedy(p));
+    p.top_k = 1;
+    p.top_p = 0.5f;
+    p.min_p = 0.9f;
+    EXPECT_TRUE(is_greedy(p)) << "top-k 1 keeps only the argmax; top-p and min-p keep the best";
+    p.top_k = 2;
+    EXPECT_FALSE(is_greedy(p));
+    p.top_k = 0;
+    p.temperature = 0;
+    p.repeat_penalty = 1.1f;
+    EXPECT_FALSE(is_greedy(p));
+    p.penalty_last_n = 0;  // no window: penalties off
+    EXPECT_TRUE(is_greedy(p));
+    p.penalty_last_n = 64;
+    p.repeat_penalty = 1.0f;
+    p.presence_penalty = 0.5f;
+    EXPECT_FALSE(is_greedy(p));
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = -0.5f;
+    EXPECT_FALSE(is_greedy(p));
+    p.frequency_penalty = 0.0f;
+    p.logit_bias[3] = 0.0f;
+    EXPECT_FALSE(is_greedy(p));
+
+    // Every greedy setting samples the argmax (ties included), after any history.
+    std::vector<float> l = make_logits(5000, 11, 4.0f);
+    l[4000] = l[17] = l[2500] = 9.0f;
+    const std::vector<int32_t> history = {17, 4000, 2500, 17};
+    for (const auto& [temp, k] : std::vector<std::pair<float, int32_t>>{{0.0f, 0}, {0.0f, 5}, {1.5f, 1}}) {
+        SamplerParams g;
+        g.temperature = temp;
+        g.top_k = k;
+        g.top_p = 0.3f;
+        g.seed = 5;
+        ASSERT_TRUE(is_greedy(g));
+        Sampler s(g);
+        for (int32_t t : history) s.accept(t);
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(s.sample(l.data(), 5000), 17) << "temperature " << temp << " top_k " << k;
+    }
 }
 
 TEST(Sampling, GreedyIgnoresSeed) {

@@ -102,7 +102,10 @@ ContextOptions context_for(const BenchOptions& o, int32_t n_seq, int32_t n_ctx, 
 
 // One repetition of a test: the test's sequences are filled with `depth` random
 // tokens each (untimed, one decode call for all sequences), then the test itself
-// is timed. With reset_profile the op profile covers the timed part only.
+// is timed. With reset_profile the op profile covers the timed part only. A prompt
+// test returns the logits of its last token; a generation step returns only each
+// sequence's argmax (DecodeOutputs::argmax), as a server sampling greedily on the
+// device would, so no step copies n_vocab logits per sequence to the host.
 double run_once(Context& ctx, const Test& t, int64_t n_vocab, std::mt19937& rng, bool reset_profile) {
     // All slots are cleared: a larger-batch test before this one in the group must
     // not leave sequences holding cache blocks.
@@ -122,7 +125,7 @@ double run_once(Context& ctx, const Test& t, int64_t n_vocab, std::mt19937& rng,
         std::vector<BatchToken> step(static_cast<size_t>(t.batch));
         for (int32_t i = 0; i < t.n; ++i) {
             for (int32_t s = 0; s < t.batch; ++s) step[static_cast<size_t>(s)] = {d(rng), s, t.depth + i, true};
-            ctx.decode(step);
+            ctx.decode(step, DecodeOutputs::argmax);
         }
     }
     return now() - t0;
@@ -210,7 +213,9 @@ int run_bench(const std::vector<std::string>& args) {
                 "repetitions after one warm-up, like llama-bench. Prompt tokens are random ids.\n"
                 "Tests: pp<N> for each prompt length and depth; [b<B>-]tg<N> for each generation\n"
                 "length, batch and depth (B sequences, one token each per step). A depth D\n"
-                "(shown as '@ dD') first fills each sequence with D tokens, untimed.");
+                "(shown as '@ dD') first fills each sequence with D tokens, untimed.\n"
+                "Generation steps sample greedily on the device (only each sequence's argmax\n"
+                "is copied back, not its logits); prompt tests return the last token's logits.");
     p.option("-m,--model", "FILE", "GGUF model", &o.model, true);
     p.option("-p,--n-prompt", "LIST", "prompt lengths, comma-separated (empty: none)", &o.prompts);
     p.option("-n,--n-gen", "LIST", "generated tokens per test, comma-separated (empty: none)", &o.gens);

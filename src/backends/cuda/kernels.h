@@ -48,6 +48,7 @@ void launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t s);
 void launch_scatter_add(const ops::ScatterAddParams& p, cudaStream_t s);
 void launch_kv_store(const ops::KvStoreParams& p, cudaStream_t s);
 void launch_copy_blocks(const ops::CopyBlocksParams& p, cudaStream_t s);
+void launch_argmax_rows(const ops::ArgmaxRowsParams& p, cudaStream_t s);
 
 bool type_supported(GgmlType t);
 

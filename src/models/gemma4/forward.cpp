@@ -56,6 +56,7 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
     }
     out_rows_ = buf(kHeadChunk * H);
     logits_ = buf(kHeadChunk * c.n_vocab);
+    argmax_ids_ = be.alloc_array<int32_t>(sz(T));
     auto place = [&](const std::vector<float>& v) {
         if (v.empty()) return static_cast<float*>(nullptr);
         float* d = buf(static_cast<int64_t>(v.size()));
@@ -111,41 +112,43 @@ void Forward::per_layer_inputs(const BatchView& b) {
 }
 
 // Decode-sized batches (no host synchronisation inside: MoE grouping on the device,
-// one LM-head chunk) replay a graph per (tokens, output rows) shape: the first
-// batch of a shape runs eagerly (workspaces reach their size), the second records
-// the graph, later ones only launch it. Batch contents live in the same buffers
-// every step, so the recorded pointers stay valid.
-void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits_host) {
+// one LM-head chunk) replay a graph per (tokens, output rows, output kind) shape: the
+// first batch of a shape runs eagerly (workspaces reach their size), the second
+// records the graph, later ones only launch it. Batch contents live in the same
+// buffers every step, so the recorded pointers stay valid.
+void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, const HeadOutput& out) {
     HF2Q_ASSERT(b.n_tokens > 0 && b.n_tokens <= max_tokens_);
+    HF2Q_ASSERT(b.n_out >= 0 && b.n_out <= b.n_tokens);
+    HF2Q_ASSERT(b.n_out == 0 || (out.mode == DecodeOutputs::logits ? out.logits != nullptr : out.ids != nullptr));
     const bool replayable =
         graphs_ && !observer_ && b.n_tokens <= kMoeDeviceTokens && b.n_out <= kHeadChunk && !be_.host_memory();
     if (!replayable) {
         layers(b, kv);
-        head(b, logits_host);
+        head(b, out);
         return;
     }
-    const std::pair<int64_t, int64_t> key{b.n_tokens, b.n_out};
+    const GraphKey key{b.n_tokens, b.n_out, out.mode};
     auto it = graphs_by_shape_.find(key);
     if (it == graphs_by_shape_.end()) {
         graphs_by_shape_[key] = nullptr;  // seen once: eager
         layers(b, kv);
-        head(b, logits_host);
+        head(b, out);
         return;
     }
     if (!it->second) {
         it->second = be_.capture([&] {
             layers(b, kv);
-            head_logits(b, 0, b.n_out);
+            head_rows(b, 0, b.n_out, out.mode);
         });
         if (!it->second) {  // the backend has no graphs
             graphs_ = false;
             layers(b, kv);
-            head(b, logits_host);
+            head(b, out);
             return;
         }
     }
     it->second->launch();
-    if (b.n_out > 0) be_.download(logits_host, logits_, sz(b.n_out * c_.n_vocab) * sizeof(float));
+    download_outputs(out, 0, b.n_out);
 }
 
 void Forward::layers(const BatchView& b, const std::vector<LayerKv>& kv) {

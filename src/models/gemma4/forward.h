@@ -2,14 +2,16 @@
 // sequences, written against ops::Backend. Reads like transformers'
 // Gemma4TextModel: embeddings (+ per-layer embeddings), then per layer attention,
 // feed-forward (dense, or dense + MoE), PLE injection and the layer scalar; final
-// norm, tied LM head and logit soft-capping on the requested rows only.
+// norm, tied LM head and logit soft-capping on the requested rows only, and, for
+// greedy steps, the argmax of those logits on the backend.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hf2q/engine.h"
@@ -44,6 +46,16 @@ struct BatchView {
     int64_t n_out = 0;
 };
 
+// Where run() puts the results of the output rows, in host memory: with
+// DecodeOutputs::logits their logits, with DecodeOutputs::argmax only the index of
+// each row's largest logit (ops::argmax_rows, computed on the backend; a negative
+// code where the row holds NaN or +inf or only -inf, see ops/sampling.h).
+struct HeadOutput {
+    DecodeOutputs mode = DecodeOutputs::logits;
+    float* logits = nullptr;  // [n_out][n_vocab] (mode logits)
+    int32_t* ids = nullptr;   // [n_out] (mode argmax)
+};
+
 class Forward {
 public:
     // Preallocates every activation buffer for up to max_tokens tokens per call.
@@ -52,8 +64,8 @@ public:
 
     // Runs the batch. Every pointer in `b` and `kv` is in the backend's memory; KV
     // rows of cache-owning layers are written into kv[il] before attention reads
-    // them. logits_host: [n_out][n_vocab] in host memory.
-    void run(const BatchView& b, const std::vector<LayerKv>& kv, float* logits_host);
+    // them. The output rows' results go to `out` (host memory).
+    void run(const BatchView& b, const std::vector<LayerKv>& kv, const HeadOutput& out);
 
     // Replay decode-sized batches as graphs where the backend has them (default on).
     void enable_graphs(bool on) { graphs_ = on; }
@@ -73,8 +85,10 @@ private:
     void moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void feed_forward(int64_t il, int64_t T, float out_scale);
     void ple(int64_t il, int64_t T, float out_scale);
-    void head(const BatchView& b, float* logits_host);
+    void head(const BatchView& b, const HeadOutput& out);
+    void head_rows(const BatchView& b, int64_t r0, int64_t n, DecodeOutputs mode);
     void head_logits(const BatchView& b, int64_t r0, int64_t n);
+    void download_outputs(const HeadOutput& out, int64_t r0, int64_t n);
     void layers(const BatchView& b, const std::vector<LayerKv>& kv);
     // y = x · Wᵀ for T rows; reports x to the observer first. `name` is the GGUF
     // tensor name without "blk.N." (layer il < 0: a global tensor).
@@ -88,8 +102,15 @@ private:
     int64_t max_tokens_;
     MatmulObserver observer_;
     bool graphs_ = true;
-    // Recorded graphs by (tokens, output rows); nullptr: shape seen once, not recorded.
-    std::map<std::pair<int64_t, int64_t>, std::unique_ptr<ops::Graph>> graphs_by_shape_;
+    // A recorded graph replays one batch shape and one kind of output.
+    struct GraphKey {
+        int64_t tokens = 0;
+        int64_t outputs = 0;
+        DecodeOutputs mode = DecodeOutputs::logits;
+        auto operator<=>(const GraphKey&) const = default;
+    };
+    // Recorded graphs by key; nullptr: shape seen once, not recorded.
+    std::map<GraphKey, std::unique_ptr<ops::Graph>> graphs_by_shape_;
     std::vector<float> observed_;  // host copy of observed rows (device backends)
     // Activations in backend memory, row-major [tokens][width].
     float *x_, *cur_, *tmp_, *tmp2_;          // [T][H]
@@ -106,6 +127,7 @@ private:
     float* expert_w_ = nullptr;               // [T·k] their routing weights
     float* out_rows_;                         // [kHeadChunk][H]
     float* logits_;                           // [kHeadChunk][n_vocab]
+    int32_t* argmax_ids_;                     // [T] argmax of every output row (T ≥ n_out)
     float *inv_freq_full_ = nullptr, *inv_freq_swa_ = nullptr;  // [head_dim / 2]
     // Host mirrors for grouping tokens by expert.
     std::vector<int32_t> route_ids_host_, expert_rows_host_;

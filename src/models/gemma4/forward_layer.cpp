@@ -325,11 +325,44 @@ void Forward::ple(int64_t il, int64_t T, float out_scale) {
 
 // logits = softcap(rmsnorm(x[out_rows]; output_norm) · Eᵀ), E the tied embedding,
 // in chunks of kHeadChunk rows so the logits buffer stays small at 262k vocab.
-void Forward::head(const BatchView& b, float* logits_host) {
+void Forward::head(const BatchView& b, const HeadOutput& out) {
     for (int64_t r0 = 0; r0 < b.n_out; r0 += kHeadChunk) {
         const int64_t n = std::min(kHeadChunk, b.n_out - r0);
-        head_logits(b, r0, n);
-        be_.download(logits_host + r0 * c_.n_vocab, logits_, sz(n * c_.n_vocab) * sizeof(float));
+        head_rows(b, r0, n, out.mode);
+        download_outputs(out, r0, n);
+    }
+}
+
+// The results of output rows r0 .. r0+n (n <= kHeadChunk) on the backend: their
+// logits in logits_ and, for argmax, each row's argmax in argmax_ids_[r0 ..].
+void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, DecodeOutputs mode) {
+    if (n <= 0) return;
+    head_logits(b, r0, n);
+    switch (mode) {
+        case DecodeOutputs::logits:
+            return;
+        case DecodeOutputs::argmax: {
+            ops::ArgmaxRowsParams p;
+            p.x = logits_;
+            p.out = argmax_ids_ + r0;
+            p.rows = n;
+            p.n = c_.n_vocab;
+            be_.argmax_rows(p);
+            return;
+        }
+    }
+}
+
+// Copies what head_rows computed for rows r0 .. r0+n into `out` (host memory).
+void Forward::download_outputs(const HeadOutput& out, int64_t r0, int64_t n) {
+    if (n <= 0) return;
+    switch (out.mode) {
+        case DecodeOutputs::logits:
+            be_.download(out.logits + r0 * c_.n_vocab, logits_, sz(n * c_.n_vocab) * sizeof(float));
+            return;
+        case DecodeOutputs::argmax:
+            be_.download(out.ids + r0, argmax_ids_ + r0, sz(n) * sizeof(int32_t));
+            return;
     }
 }
 
