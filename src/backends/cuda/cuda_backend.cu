@@ -154,6 +154,7 @@ public:
     void scatter_add(const ops::ScatterAddParams& p) override { launch_scatter_add(p, stream_); }
     void kv_store(const ops::KvStoreParams& p) override { launch_kv_store(p, stream_); }
     void copy_blocks(const ops::CopyBlocksParams& p) override { launch_copy_blocks(p, stream_); }
+    void argmax_rows(const ops::ArgmaxRowsParams& p) override { launch_argmax_rows(p, stream_); }
     void add(const float* a, const float* b, float* y, int64_t n) override { launch_add(a, b, y, n, stream_); }
     void scale(float* x, float s, int64_t n) override { launch_scale(x, s, n, stream_); }
     void mul(const float* a, const float* b, float* y, int64_t n) override { launch_mul(a, b, y, n, stream_); }
