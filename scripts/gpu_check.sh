@@ -33,12 +33,14 @@ git rev-parse --short HEAD >"$out/commit.txt" 2>/dev/null
 step configure cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON
 targets="hf2q test_cuda_ops test_model"
 [ -f tests/cuda/attention_test.cpp ] && targets="$targets test_cuda_attention"
+[ -f tests/cuda/sampling_test.cpp ] && targets="$targets test_cuda_sampling"
 has tests && targets="$targets test_generation"
 step build cmake --build build-gpu -j"$jobs" --target $targets
 bin=./build-gpu/bin
 if has tests; then
   step cuda_ops $bin/test_cuda_ops
   [ -x $bin/test_cuda_attention ] && step cuda_attention $bin/test_cuda_attention
+  [ -x $bin/test_cuda_sampling ] && step cuda_sampling $bin/test_cuda_sampling
   step model $bin/test_model
   step generation $bin/test_generation
 fi
@@ -46,6 +48,8 @@ if has perf; then
   step perf_ops $bin/test_cuda_ops --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_*'
   [ -x $bin/test_cuda_attention ] &&
     step perf_attention $bin/test_cuda_attention --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_*'
+  [ -x $bin/test_cuda_sampling ] &&
+    step perf_sampling $bin/test_cuda_sampling --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_*'
   grep -h "\[ perf \]" "$out"/perf_*.log
 fi
 if has sanitize && command -v compute-sanitizer >/dev/null; then
@@ -54,6 +58,10 @@ if has sanitize && command -v compute-sanitizer >/dev/null; then
   [ -x $bin/test_cuda_attention ] && {
     step memcheck_attention compute-sanitizer --tool memcheck --error-exitcode 1 $bin/test_cuda_attention
     step racecheck_attention compute-sanitizer --tool racecheck --error-exitcode 1 $bin/test_cuda_attention
+  }
+  [ -x $bin/test_cuda_sampling ] && {
+    step memcheck_sampling compute-sanitizer --tool memcheck --error-exitcode 1 $bin/test_cuda_sampling
+    step racecheck_sampling compute-sanitizer --tool racecheck --error-exitcode 1 $bin/test_cuda_sampling
   }
   step memcheck_model compute-sanitizer --tool memcheck --error-exitcode 1 $bin/test_model --gtest_filter='*Cuda*'
 fi

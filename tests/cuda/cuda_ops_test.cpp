@@ -231,8 +231,9 @@ TEST_F(CudaOps, IntegerGemvExactOnItsGrid) {
     for (GgmlType t : kAllTypes) {
         if (!q8_gemv_type(t)) continue;
         const bool kquant = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
-        // One block (fewer units than lanes), and a 26B-A4B row (several units per lane).
-        for (int64_t K : kquant ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{96, 2112}) {
+        // One block (fewer units than lanes), a 26B-A4B row (several units per lane),
+        // and a long row (many passes of the lanes).
+        for (int64_t K : kquant ? std::vector<int64_t>{256, 2816, 16640} : std::vector<int64_t>{96, 2112, 16416}) {
             const int64_t N = 67;  // odd: the last warp of two rows has one
             auto wf = randn(static_cast<size_t>(N * K), 0.05f);
             const uint64_t row_bytes = *ggml_row_size(t, static_cast<uint64_t>(K));

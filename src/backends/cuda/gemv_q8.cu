@@ -307,21 +307,19 @@ struct Unit<GgmlType::Q4_0> {
     __device__ float dot(const X& x) const { return d * x.s * static_cast<float>(dot16(hi, x.c, dot16(lo, x.a, 0))); }
 };
 
-// Quantizes rows of activations (row r reads x row x_rows[r] when given): 8 threads
+// Activations are quantized (row r reads x row x_rows[r] when given) by 8 threads
 // per 32 values, 4 values each. d = amax / 127, q = round(x / d), and the block
 // carries (d, d·Σq): the Q4_K/Q5_K min terms then multiply the same rounded
 // activations as the scale terms, so the whole product is exactly Σ w·x̂ (with the
 // sum of the unrounded values the min term's error is not cancelled: 3× larger).
-__global__ void quantize_q8_kernel(const float* x, int64_t x_stride, const int32_t* x_rows, int64_t rows,
-                                   int64_t n_in, bool x_vec, Q8View out) {
-    const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // 4-value group
-    const int64_t per_row = n_in / 4;
-    const bool in = g < rows * per_row;  // whole 8-thread groups are in or out
-    const int64_t r = in ? g / per_row : 0, c = in ? g % per_row : 0;
+// One 32-value block by 8 lanes of a warp (4 values each; every lane of the warp
+// takes part in the shuffles, `in` says whether this lane's group is real). Lane 0
+// of the group writes (d, d·Σq) to *ds.
+__device__ __forceinline__ void quantize_group(const float* src, bool in, bool vec, uint32_t* q_out, float2* ds,
+                                               bool first) {
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (in) {
-        const float* src = x + (x_rows ? static_cast<int64_t>(x_rows[r]) : r) * x_stride + 4 * c;
-        if (x_vec) {
+        if (vec) {
             const float4 f = *reinterpret_cast<const float4*>(src);
             v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
         } else {
@@ -344,14 +342,25 @@ __global__ void quantize_q8_kernel(const float* x, int64_t x_stride, const int32
 #pragma unroll
     for (int off = 1; off < 8; off <<= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, off);
     if (!in) return;
-    reinterpret_cast<uint32_t*>(out.q + r * n_in)[c] = packed;
-    if (c % 8 == 0) out.ds[r * (n_in / 32) + c / 8] = make_float2(d, d * static_cast<float>(qsum));
+    *q_out = packed;
+    if (first) *ds = make_float2(d, d * static_cast<float>(qsum));
+}
+
+__global__ void quantize_q8_kernel(const float* x, int64_t x_stride, const int32_t* x_rows, int64_t rows,
+                                   int64_t n_in, bool x_vec, Q8View out) {
+    const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // 4-value group
+    const int64_t per_row = n_in / 4;
+    const bool in = g < rows * per_row;  // whole 8-thread groups are in or out
+    const int64_t r = in ? g / per_row : 0, c = in ? g % per_row : 0;
+    const float* src = x + (x_rows ? static_cast<int64_t>(x_rows[r]) : r) * x_stride + 4 * c;
+    quantize_group(src, in, x_vec, reinterpret_cast<uint32_t*>(out.q + r * n_in) + c,
+                   out.ds + r * (n_in / 32) + c / 8, c % 8 == 0);
 }
 
 // NT activation rows per pass over the weights; RW weight rows per warp; KU units
 // in flight per lane.
 template <GgmlType T, int NT, int RW, int KU>
-__global__ void __launch_bounds__(kWarps * 32) gemv_q8_kernel(GemvArgs a, Q8View xq) {
+__global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 8 : 4) gemv_q8_kernel(GemvArgs a, Q8View xq) {
     using U = Unit<T>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * RW;
@@ -380,23 +389,30 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q8_kernel(GemvArgs a, Q8View
         float acc[RW][NT] = {};
         for (int64_t u = lane; u < units; u += 32 * KU) {
             U wu[KU][RW];
+            typename U::X x1[KU];  // NT == 1: the activations, loaded with the weights
             bool valid[KU];
 #pragma unroll
             for (int k = 0; k < KU; ++k) {  // all loads first: KU units in flight
                 valid[k] = u + 32 * k < units;
 #pragma unroll
                 for (int r = 0; r < RW; ++r) wu[k][r].load(row[r], valid[k] ? u + 32 * k : u);
+                if constexpr (NT == 1) x1[k].load(xr[0], wu[k][0]);
             }
 #pragma unroll
             for (int k = 0; k < KU; ++k) {
                 if (!valid[k]) continue;
+                if constexpr (NT == 1) {
 #pragma unroll
-                for (int t = 0; t < NT; ++t) {
-                    if (t < nt) {
-                        typename U::X xv;
-                        xv.load(xr[t], wu[k][0]);
+                    for (int r = 0; r < RW; ++r) acc[r][0] += wu[k][r].dot(x1[k]);
+                } else {
 #pragma unroll
-                        for (int r = 0; r < RW; ++r) acc[r][t] += wu[k][r].dot(xv);
+                    for (int t = 0; t < NT; ++t) {
+                        if (t < nt) {
+                            typename U::X xv;
+                            xv.load(xr[t], wu[k][0]);
+#pragma unroll
+                            for (int r = 0; r < RW; ++r) acc[r][t] += wu[k][r].dot(xv);
+                        }
                     }
                 }
             }
@@ -456,17 +472,17 @@ size_t q8_workspace_bytes(int64_t rows, int64_t n_in) {
 
 void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s) {
     if (a.n_out <= 0 || a.n_rows <= 0 || max_active_experts <= 0) return;
-    Q8View xq;
-    xq.q = workspace;
-    xq.ds = reinterpret_cast<float2*>(workspace + (static_cast<size_t>(a.n_rows * a.n_in) + 255) / 256 * 256);
     const bool x_vec = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-    quantize_q8_kernel<<<grid_1d(a.n_rows * a.n_in / 4, 256), 256, 0, s>>>(a.x, a.x_stride, a.x_rows, a.n_rows,
-                                                                            a.n_in, x_vec, xq);
-    HF2Q_CUDA_LAUNCH_CHECK();
     // One activation row per pass when rows are single (decode; experts with one
     // routed token on average), else eight over two weight rows per warp.
     const int64_t groups = a.offsets ? a.n_experts : 1;
     const bool single = a.offsets ? a.n_rows <= groups : a.n_rows == 1;
+    Q8View xq;
+    xq.q = workspace;
+    xq.ds = reinterpret_cast<float2*>(workspace + (static_cast<size_t>(a.n_rows * a.n_in) + 255) / 256 * 256);
+    quantize_q8_kernel<<<grid_1d(a.n_rows * a.n_in / 4, 256), 256, 0, s>>>(a.x, a.x_stride, a.x_rows, a.n_rows,
+                                                                            a.n_in, x_vec, xq);
+    HF2Q_CUDA_LAUNCH_CHECK();
     const int64_t rows_per_block = kWarps * (single ? 1 : 2);
     const dim3 grid(static_cast<unsigned>((a.n_out + rows_per_block - 1) / rows_per_block),
                     static_cast<unsigned>(a.offsets ? max_active_experts : 1));
