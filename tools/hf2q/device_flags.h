@@ -28,7 +28,7 @@ inline BackendKind parse_backend(const std::string& name) {
 
 inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
     p.option("--precision", "P",
-             "device arithmetic: tensor-cores (BF16/F16 operands, f32 accumulation) or f32 (reference, slower)",
+             "device arithmetic: tensor-cores (BF16/F16 operands, 8-bit activations in decode matmuls, f32 accumulation) or f32 (reference, slower)",
              &d.precision);
     p.flag("--no-graphs", "run decode steps op by op instead of replaying CUDA graphs", &d.no_graphs);
     p.option("--kv-size", "N", "KV cache capacity in tokens, shared by all sequences (0: every sequence full)",
