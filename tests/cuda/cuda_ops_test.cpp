@@ -215,6 +215,21 @@ TEST_F(CudaOps, MatmulStridesAndOddRows) {
     }
 }
 
+// T tokens routed to K distinct experts each, drawn from 0 .. n_pick − 1.
+std::vector<int32_t> random_routing(std::mt19937& rng, int64_t T, int64_t K, int64_t n_pick) {
+    std::vector<int32_t> ids(static_cast<size_t>(T * K));
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_pick - 1));
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<int32_t> chosen;
+        while (static_cast<int64_t>(chosen.size()) < K) {
+            const int32_t e = pick(rng);
+            if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
+        }
+        std::copy(chosen.begin(), chosen.end(), ids.begin() + t * K);
+    }
+    return ids;
+}
+
 // Activations on the integer GEMV's grid: every 32-value block holds multiples of
 // 2^-6 up to ±127·2^-6 and reaches that bound, so quantizing them to 8 bits is exact
 // and the integer GEMV must agree with the f32 reference to rounding. Any unit,
@@ -288,16 +303,7 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
     for (GgmlType t : kAllTypes) {
         if (!q8_gemv_type(t)) continue;
         for (int64_t T : {1, 3, 5, 40}) {
-            std::vector<int32_t> ids(static_cast<size_t>(T * K));
-            std::uniform_int_distribution<int32_t> pick(0, 11);  // experts 12..15 stay idle
-            for (int64_t i = 0; i < T; ++i) {
-                std::vector<int32_t> chosen;
-                while (static_cast<int64_t>(chosen.size()) < K) {
-                    const int32_t e = pick(rng);
-                    if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
-                }
-                std::copy(chosen.begin(), chosen.end(), ids.begin() + i * K);
-            }
+            const auto ids = random_routing(rng, T, K, 12);  // experts 12..15 stay idle
             const size_t n = ids.size();
             std::vector<int32_t> off(E + 1), rows(n), slot(n);
             cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
@@ -576,16 +582,7 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
     }
     const void* dw = dev(wq);
     for (int64_t T : {1, 8, 64, 512, 4096}) {
-        std::vector<int32_t> ids(static_cast<size_t>(T * K));
-        std::uniform_int_distribution<int32_t> pick(0, E - 1);
-        for (int64_t t = 0; t < T; ++t) {
-            std::vector<int32_t> chosen;
-            while (static_cast<int64_t>(chosen.size()) < K) {
-                int32_t e = pick(rng);
-                if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
-            }
-            std::copy(chosen.begin(), chosen.end(), ids.begin() + t * K);
-        }
+        const auto ids = random_routing(rng, T, K, E);
         const size_t n = ids.size();
         std::vector<int32_t> off(E + 1), rows(n), slot(n);
         cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});

@@ -77,6 +77,11 @@ __device__ __forceinline__ uint4 nibbles_hi(uint4 q) {
 __device__ __forceinline__ uint32_t bit4_of_bytes(uint32_t v) {
     return ((v & 1u) << 4) | ((v & 2u) << 11) | ((v & 4u) << 18) | ((v & 8u) << 25);
 }
+// Each byte of q with bit j of the matching qh byte as its bit 4 (Q5_K's fifth bit).
+__device__ __forceinline__ uint4 with_bit4(uint4 q, uint4 qh, int j) {
+    return make_uint4(q.x | (((qh.x >> j) & 0x01010101u) << 4), q.y | (((qh.y >> j) & 0x01010101u) << 4),
+                      q.z | (((qh.z >> j) & 0x01010101u) << 4), q.w | (((qh.w >> j) & 0x01010101u) << 4));
+}
 __device__ __forceinline__ uint4 sub_bytes(uint4 q, uint32_t k) {  // per byte q − k, signed
     return make_uint4(__vsubss4(q.x, k), __vsubss4(q.y, k), __vsubss4(q.z, k), __vsubss4(q.w, k));
 }
@@ -87,22 +92,17 @@ __device__ __forceinline__ uint4 sub_bytes(uint4 q, uint32_t k) {  // per byte q
 template <GgmlType T>
 struct Unit;
 
-// Q4_K (144-byte blocks of 256): unit (c, h) is quant bytes 32c + 16h .. +16, whose
-// low nibbles are values 16h.. of sub-block 2c and high nibbles of sub-block 2c + 1.
-// Each sub-block's min term uses the sum of its 32 (rounded) activations, added by
-// the h = 0 unit only.
-template <>
-struct Unit<GgmlType::Q4_K> {
+// What Q4_K and Q5_K units share. Unit (c, h) of a 256-value block is quant bytes
+// 32c + 16h .. +16, whose low nibbles are values 16h.. of sub-block 2c and high
+// nibbles those of sub-block 2c + 1. Each sub-block's min term uses the sum of its 32
+// (rounded) activations and is added by the h = 0 unit only.
+struct KUnit {
     static constexpr int kVals = 32;
-    uint4 lo, hi;
-    float d0, d1, m0, m1;
-    int64_t v0;   // first value of the unit's low half in the row
-    int64_t sb;   // index of sub-block 2c in the row (32-value blocks)
-    __device__ void load(const uint8_t* row, int64_t u) {
-        const int64_t b = u / 8;
-        const int k = static_cast<int>(u % 8), c = k / 2, h = k % 2;
-        const uint8_t* blk = row + b * 144;
-        const uint4 hd = ld_weights16(blk), q = ld_weights16(blk + 16 + 32 * c + 16 * h);
+    uint4 lo, hi;          // the two sub-blocks' quants, one per byte
+    float d0, d1, m0, m1;  // their scales and (h = 0 only) mins
+    int64_t v0;            // first value of the unit's low half in the row
+    int64_t sb;            // index of sub-block 2c in the row (32-value blocks)
+    __device__ void place(uint4 hd, int64_t b, int c, int h) {
         const float d = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
         int sc, m;
         kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c, sc, m);
@@ -111,16 +111,13 @@ struct Unit<GgmlType::Q4_K> {
         kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c + 1, sc, m);
         d1 = d * static_cast<float>(sc);
         m1 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
-        lo = nibbles_lo(q);
-        hi = nibbles_hi(q);
         v0 = b * 256 + 64 * c + 16 * h;
         sb = b * 8 + 2 * c;
     }
     struct X {
         int4 a, b;
         float2 s0, s1;
-        template <class W>
-        __device__ void load(XRow x, const W& w) {
+        __device__ void load(XRow x, const KUnit& w) {
             a = ld_x16(x.q + w.v0);
             b = ld_x16(x.q + w.v0 + 32);
             s0 = x.ds[w.sb];
@@ -133,40 +130,33 @@ struct Unit<GgmlType::Q4_K> {
     }
 };
 
-// Q5_K (176-byte blocks): as Q4_K with the fifth bits from qh[16h .. 16h + 16).
+// Q4_K: 144-byte blocks (d, dmin, 12 scale bytes, 128 quant bytes).
 template <>
-struct Unit<GgmlType::Q5_K> {
-    static constexpr int kVals = 32;
-    uint4 lo, hi;
-    float d0, d1, m0, m1;
-    int64_t v0, sb;
+struct Unit<GgmlType::Q4_K> : KUnit {
+    __device__ void load(const uint8_t* row, int64_t u) {
+        const int64_t b = u / 8;
+        const int k = static_cast<int>(u % 8), c = k / 2, h = k % 2;
+        const uint8_t* blk = row + b * 144;
+        const uint4 q = ld_weights16(blk + 16 + 32 * c + 16 * h);
+        place(ld_weights16(blk), b, c, h);
+        lo = nibbles_lo(q);
+        hi = nibbles_hi(q);
+    }
+};
+
+// Q5_K: 176-byte blocks, as Q4_K with the fifth bits from qh[16h .. 16h + 16) (bit
+// 2c for the low nibbles, 2c + 1 for the high ones).
+template <>
+struct Unit<GgmlType::Q5_K> : KUnit {
     __device__ void load(const uint8_t* row, int64_t u) {
         const int64_t b = u / 8;
         const int k = static_cast<int>(u % 8), c = k / 2, h = k % 2;
         const uint8_t* blk = row + b * 176;
-        const uint4 hd = ld_weights16(blk), qh = ld_weights16(blk + 16 + 16 * h),
-                    q = ld_weights16(blk + 48 + 32 * c + 16 * h);
-        const float d = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
-        int sc, m;
-        kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c, sc, m);
-        d0 = d * static_cast<float>(sc);
-        m0 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
-        kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c + 1, sc, m);
-        d1 = d * static_cast<float>(sc);
-        m1 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
-        const int j0 = 2 * c, j1 = 2 * c + 1;
+        const uint4 qh = ld_weights16(blk + 16 + 16 * h), q = ld_weights16(blk + 48 + 32 * c + 16 * h);
+        place(ld_weights16(blk), b, c, h);
         const uint4 l = nibbles_lo(q), hn = nibbles_hi(q);
-        lo = make_uint4(l.x | (((qh.x >> j0) & 0x01010101u) << 4), l.y | (((qh.y >> j0) & 0x01010101u) << 4),
-                        l.z | (((qh.z >> j0) & 0x01010101u) << 4), l.w | (((qh.w >> j0) & 0x01010101u) << 4));
-        hi = make_uint4(hn.x | (((qh.x >> j1) & 0x01010101u) << 4), hn.y | (((qh.y >> j1) & 0x01010101u) << 4),
-                        hn.z | (((qh.z >> j1) & 0x01010101u) << 4), hn.w | (((qh.w >> j1) & 0x01010101u) << 4));
-        v0 = b * 256 + 64 * c + 16 * h;
-        sb = b * 8 + 2 * c;
-    }
-    using X = Unit<GgmlType::Q4_K>::X;
-    __device__ float dot(const X& x) const {
-        const float p0 = static_cast<float>(dot16(lo, x.a, 0)), p1 = static_cast<float>(dot16(hi, x.b, 0));
-        return d0 * x.s0.x * p0 + d1 * x.s1.x * p1 - (m0 * x.s0.y + m1 * x.s1.y);
+        lo = with_bit4(l, qh, 2 * c);
+        hi = with_bit4(hn, qh, 2 * c + 1);
     }
 };
 
@@ -205,8 +195,7 @@ struct Unit<GgmlType::Q6_K> {
     struct X {
         int2 a[4];
         float s[4];
-        template <class W>
-        __device__ void load(XRow x, const W& w) {
+        __device__ void load(XRow x, const Unit& w) {
 #pragma unroll
             for (int g = 0; g < 4; ++g) {
                 a[g] = ld_x8(x.q + w.v0 + 32 * g);
@@ -244,8 +233,7 @@ struct Unit<GgmlType::Q8_0> {
     struct X {
         int4 a;
         float s;
-        template <class W>
-        __device__ void load(XRow x, const W& w) {
+        __device__ void load(XRow x, const Unit& w) {
             a = ld_x16(x.q + w.v0);
             s = x.ds[w.xb].x;
         }
@@ -253,13 +241,28 @@ struct Unit<GgmlType::Q8_0> {
     __device__ float dot(const X& x) const { return d * x.s * static_cast<float>(dot16(q, x.a, 0)); }
 };
 
-// Q5_0 (22-byte blocks: d, 32 fifth bits, 16 quant bytes): unit = one block.
-template <>
-struct Unit<GgmlType::Q5_0> {
+// What Q5_0 and Q4_0 units share: one 32-value block, values 0..15 in lo and 16..31
+// in hi as signed bytes, one scale.
+struct BlockUnit {
     static constexpr int kVals = 32;
     uint4 lo, hi;
     float d;
     int64_t b;
+    struct X {
+        int4 a, c;
+        float s;
+        __device__ void load(XRow x, const BlockUnit& w) {
+            a = ld_x16(x.q + 32 * w.b);
+            c = ld_x16(x.q + 32 * w.b + 16);
+            s = x.ds[w.b].x;
+        }
+    };
+    __device__ float dot(const X& x) const { return d * x.s * static_cast<float>(dot16(hi, x.c, dot16(lo, x.a, 0))); }
+};
+
+// Q5_0 (22-byte blocks: d, 32 fifth bits, 16 quant bytes).
+template <>
+struct Unit<GgmlType::Q5_0> : BlockUnit {
     __device__ void load(const uint8_t* row, int64_t u) {
         b = u;
         const uint8_t* blk = row + b * 22;
@@ -275,26 +278,11 @@ struct Unit<GgmlType::Q5_0> {
                                   h.z | bit4_of_bytes(qh >> 24), h.w | bit4_of_bytes(qh >> 28)),
                        0x10101010u);
     }
-    struct X {
-        int4 a, c;
-        float s;
-        template <class W>
-        __device__ void load(XRow x, const W& w) {
-            a = ld_x16(x.q + 32 * w.b);
-            c = ld_x16(x.q + 32 * w.b + 16);
-            s = x.ds[w.b].x;
-        }
-    };
-    __device__ float dot(const X& x) const { return d * x.s * static_cast<float>(dot16(hi, x.c, dot16(lo, x.a, 0))); }
 };
 
-// Q4_0 (18-byte blocks): unit = one block.
+// Q4_0 (18-byte blocks: d, 16 quant bytes).
 template <>
-struct Unit<GgmlType::Q4_0> {
-    static constexpr int kVals = 32;
-    uint4 lo, hi;
-    float d;
-    int64_t b;
+struct Unit<GgmlType::Q4_0> : BlockUnit {
     __device__ void load(const uint8_t* row, int64_t u) {
         b = u;
         const uint8_t* blk = row + b * 18;
@@ -303,8 +291,6 @@ struct Unit<GgmlType::Q4_0> {
         lo = sub_bytes(nibbles_lo(q), 0x08080808u);
         hi = sub_bytes(nibbles_hi(q), 0x08080808u);
     }
-    using X = Unit<GgmlType::Q5_0>::X;
-    __device__ float dot(const X& x) const { return d * x.s * static_cast<float>(dot16(hi, x.c, dot16(lo, x.a, 0))); }
 };
 
 // Activations are quantized (row r reads x row x_rows[r] when given) by 8 threads
