@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/error.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/gather.h"
@@ -29,6 +30,15 @@ public:
     virtual ~Graph() = default;
     virtual void launch() = 0;
 };
+
+// Throws unless 1 ≤ n ≤ kMax and every weight takes the same input width.
+inline void check_matmul_multi(const MultiMatmulParams& p) {
+    if (p.n < 1 || p.n > MultiMatmulParams::kMax)
+        fail("matmul_multi: ", p.n, " weights (1 to ", MultiMatmulParams::kMax, " supported)");
+    for (int i = 1; i < p.n; ++i)
+        if (p.w[i].n_in != p.w[0].n_in)
+            fail("matmul_multi: weight ", i, " takes ", p.w[i].n_in, " inputs, weight 0 takes ", p.w[0].n_in);
+}
 
 class Backend {
 public:
@@ -76,6 +86,11 @@ public:
     virtual void rms_norm(const RmsNormParams& p) = 0;
     virtual void rope(const RopeParams& p) = 0;
     virtual void matmul(const MatmulParams& p) = 0;
+    // Default: one matmul per weight (the CPU reference). Checks the shared input width.
+    virtual void matmul_multi(const MultiMatmulParams& p) {
+        check_matmul_multi(p);
+        for (int i = 0; i < p.n; ++i) matmul({p.w[i], p.x, p.y[i], p.n_tokens, p.x_stride, p.y_stride[i]});
+    }
     virtual void get_rows(const GetRowsParams& p) = 0;
     virtual void geglu(const GegluParams& p) = 0;
     virtual void attention(const AttentionParams& p) = 0;

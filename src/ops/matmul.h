@@ -17,6 +17,21 @@ struct MatmulParams {
     int64_t y_stride = 0;       // 0 means n_out
 };
 
+// Several linear layers on one input: y[i] = x · w[i]ᵀ for i < n, every w[i] with the
+// same n_in (attention q/k/v, an MLP's gate and up). The result is that of n separate
+// matmuls; a device backend prepares x once (quantized or converted) and may cover
+// several weights with one launch.
+struct MultiMatmulParams {
+    static constexpr int kMax = 3;
+    WeightView w[kMax];
+    float* y[kMax] = {};
+    int64_t y_stride[kMax] = {};  // 0 means that weight's n_out
+    int n = 0;                    // weights used, 1 .. kMax
+    const float* x = nullptr;     // [n_tokens][x_stride]
+    int64_t n_tokens = 0;
+    int64_t x_stride = 0;         // 0 means n_in
+};
+
 // Row gather of an embedding table: out[t] = dequant(W[ids[t]]) · scale.
 struct GetRowsParams {
     WeightView w;               // n_out rows (vocabulary) × n_in (width)

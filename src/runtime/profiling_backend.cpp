@@ -121,6 +121,12 @@ void ProfilingBackend::matmul(const ops::MatmulParams& p) {
     const uint8_t cls = p.n_tokens <= kSmallMatmulTokens ? kSmall : kBatched;
     timed({Op::matmul, cls, p.w.type}, [&] { inner_->matmul(p); });
 }
+// Timed as one matmul of the first weight's type: the backend may run the weights in
+// one launch.
+void ProfilingBackend::matmul_multi(const ops::MultiMatmulParams& p) {
+    const uint8_t cls = p.n_tokens <= kSmallMatmulTokens ? kSmall : kBatched;
+    timed({Op::matmul, cls, p.n > 0 ? p.w[0].type : GgmlType::F32}, [&] { inner_->matmul_multi(p); });
+}
 void ProfilingBackend::get_rows(const ops::GetRowsParams& p) {
     timed({Op::get_rows, kNoVariant, p.w.type}, [&] { inner_->get_rows(p); });
 }

@@ -55,6 +55,7 @@ class ProfilingBackend final : public ops::Backend {
     void rms_norm(const ops::RmsNormParams& p) override;
     void rope(const ops::RopeParams& p) override;
     void matmul(const ops::MatmulParams& p) override;
+    void matmul_multi(const ops::MultiMatmulParams& p) override;
     void get_rows(const ops::GetRowsParams& p) override;
     void geglu(const ops::GegluParams& p) override;
     void attention(const ops::AttentionParams& p) override;

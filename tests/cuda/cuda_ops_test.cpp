@@ -337,6 +337,64 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
     }
 }
 
+// Several weights on one input (q/k/v, gate/up): the same results as one matmul per
+// weight, to the bit (the activations are quantized once and each row is computed
+// as in its own launch), with types that share a launch, a type of its own launch,
+// a type without the integer path, strided outputs, and the batched path.
+TEST_F(CudaOps, MatmulMultiEqualsSeparateMatmuls) {
+    const int64_t K = 512;
+    struct W {
+        GgmlType type;
+        int64_t n_out;
+        int64_t y_stride;
+    };
+    const std::vector<std::vector<W>> sets = {
+        {{GgmlType::Q4_K, 67, 0}, {GgmlType::Q4_K, 32, 40}, {GgmlType::Q6_K, 33, 0}},
+        {{GgmlType::Q8_0, 64, 0}, {GgmlType::F16, 48, 50}},
+        {{GgmlType::Q5_0, 9, 0}}};
+    for (const auto& set : sets) {
+        std::vector<ops::WeightView> dw;
+        for (const W& w : set) {
+            auto wf = randn(static_cast<size_t>(w.n_out * K), 0.05f);
+            const uint64_t row_bytes = *ggml_row_size(w.type, static_cast<uint64_t>(K));
+            std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(w.n_out));
+            quant::quantize(w.type, wf.data(), wq.data(), w.n_out, K, nullptr);
+            dw.push_back({w.type, K, w.n_out, row_bytes, dev(wq)});
+        }
+        for (int64_t T : {1, 5, 16, 17}) {
+            float* x = dev(randn(static_cast<size_t>(T * K)));
+            ops::MultiMatmulParams m;
+            m.x = x;
+            m.n_tokens = T;
+            std::vector<float*> separate;
+            for (size_t i = 0; i < set.size(); ++i) {
+                const int64_t ys = set[i].y_stride ? set[i].y_stride : set[i].n_out;
+                const size_t n = static_cast<size_t>(T * ys);
+                separate.push_back(dev(std::vector<float>(n, 3.0f)));
+                gpu->matmul({dw[i], x, separate.back(), T, 0, set[i].y_stride});
+                m.w[m.n] = dw[i];
+                m.y[m.n] = dev(std::vector<float>(n, 3.0f));
+                m.y_stride[m.n] = set[i].y_stride;
+                ++m.n;
+            }
+            gpu->matmul_multi(m);
+            for (size_t i = 0; i < set.size(); ++i) {
+                const int64_t ys = set[i].y_stride ? set[i].y_stride : set[i].n_out;
+                const size_t n = static_cast<size_t>(T * ys);
+                EXPECT_EQ(host(m.y[i], n), host(separate[i], n))
+                    << "weight " << i << " (" << ggml_type_name(set[i].type) << ") T=" << T;
+            }
+        }
+    }
+    ops::MultiMatmulParams bad;
+    bad.n = 2;
+    bad.w[0].n_in = 512;
+    bad.w[1].n_in = 256;
+    EXPECT_THROW(gpu->matmul_multi(bad), Error);
+    bad.n = 0;
+    EXPECT_THROW(gpu->matmul_multi(bad), Error);
+}
+
 // Grouping, grouped expert matmuls (device-only GEMV path, and the tensor-core
 // path with host offsets) and the combine, against the CPU reference.
 TEST_F(CudaOps, MoeGroupMatmulCombine) {

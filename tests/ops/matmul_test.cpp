@@ -174,6 +174,34 @@ TEST(Matmul, ZeroTokensIsNoopAndBadWeightsThrow) {
     EXPECT_THROW(backends().one->matmul(p), Error);
 }
 
+// The default matmul_multi (the CPU reference): one matmul per weight, bit for bit,
+// and a clear error for weights of different input widths or a bad count.
+TEST(Matmul, MultiEqualsSeparateMatmuls) {
+    const Weight a = make_weight(GgmlType::Q4_K, 9, 256, 1), b = make_weight(GgmlType::Q8_0, 5, 256, 2),
+                 c = make_weight(GgmlType::F16, 4, 256, 3);
+    const auto x = randn(size_t(3 * 256), 4);
+    ops::Backend& be = *backends().three;
+    ops::MultiMatmulParams m;
+    m.x = x.data();
+    m.n_tokens = 3;
+    std::vector<std::vector<float>> multi, separate;
+    for (const Weight* w : {&a, &b, &c}) {
+        multi.emplace_back(size_t(3 * w->view.n_out));
+        separate.emplace_back(size_t(3 * w->view.n_out));
+        be.matmul({w->view, x.data(), separate.back().data(), 3, 0, 0});
+        m.w[m.n] = w->view;
+        m.y[m.n] = multi.back().data();
+        ++m.n;
+    }
+    be.matmul_multi(m);
+    for (size_t i = 0; i < multi.size(); ++i) EXPECT_TRUE(bitwise_equal(multi[i], separate[i])) << "weight " << i;
+    const Weight wide = make_weight(GgmlType::Q8_0, 5, 512, 5);
+    m.w[1] = wide.view;
+    EXPECT_THROW(be.matmul_multi(m), Error);
+    m.n = 4;
+    EXPECT_THROW(be.matmul_multi(m), Error);
+}
+
 TEST(GetRows, OutOfRangeIdThrows) {
     const Weight w = make_weight(GgmlType::F16, 4, 64, 1);
     std::vector<float> out(64);

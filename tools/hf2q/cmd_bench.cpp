@@ -233,7 +233,8 @@ int run_bench(const std::vector<std::string>& args) {
            &o.profile);
     p.flag("--json", "print results as JSON", &o.json);
     if (!p.parse(args)) return 0;
-    parse_backend(o.backend);  // fails early on a bad name
+    parse_backend(o.backend);  // fail early on a bad name or device flag
+    check_device_flags(o.device);
     if (o.reps < 1) fail("--repetitions must be at least 1");
     if (o.ubatch < 1) fail("--ubatch-size must be at least 1");
     if (o.n_ctx < 0) fail("--ctx-size must be >= 0");

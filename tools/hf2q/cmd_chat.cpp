@@ -220,7 +220,8 @@ int run_chat(const std::vector<std::string>& args) {
         "per line; commands: /reset, /think on|off, /quit (or /exit). End of input exits.");
     add_flags(p, o);
     if (!p.parse(args)) return 0;
-    parse_backend(o.backend);  // fails early on a bad name
+    parse_backend(o.backend);  // fail early on a bad name or device flag
+    check_device_flags(o.device);
     if (o.ctx_size <= 0) fail("--ctx-size must be positive");
     runtime::validate(o.sampler);
 

@@ -230,7 +230,8 @@ int run_generate(const std::vector<std::string>& args) {
                 "continuation to stdout and prints timings to stderr.");
     add_flags(p, o);
     if (!p.parse(args)) return 0;
-    parse_backend(o.backend);  // fails early on a bad name
+    parse_backend(o.backend);  // fail early on a bad name or device flag
+    check_device_flags(o.device);
     const int n_modes = !o.token_ids.empty() + (p.was_set("--prompt") || p.was_set("--file"));
     if (n_modes != 1) fail("give exactly one of -p TEXT, -f FILE or --token-ids IDS");
     runtime::validate(o.sampler);

@@ -37,13 +37,20 @@ inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
              &d.kv_fraction);
 }
 
-inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {
-    if (d.precision == "tensor-cores")
-        c.device_precision = DevicePrecision::tensor_cores;
-    else if (d.precision == "f32")
-        c.device_precision = DevicePrecision::f32;
-    else
+// Fails on a bad value of any device flag, naming the flag: commands call it right
+// after parsing, with parse_backend, so a typo fails before a model loads (the
+// context would reject the same values only after).
+inline void check_device_flags(const DeviceFlags& d) {
+    if (d.precision != "tensor-cores" && d.precision != "f32")
         fail("--precision must be tensor-cores or f32, got '", d.precision, "'");
+    if (d.kv_tokens < 0) fail("--kv-size must not be negative, got ", d.kv_tokens);
+    if (!(d.kv_fraction >= 0.0 && d.kv_fraction <= 1.0)) fail("--kv-fraction must be in (0, 1], got ", d.kv_fraction);
+    if (d.kv_tokens > 0 && d.kv_fraction > 0) fail("give --kv-size or --kv-fraction, not both");
+}
+
+inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {
+    check_device_flags(d);
+    c.device_precision = d.precision == "f32" ? DevicePrecision::f32 : DevicePrecision::tensor_cores;
     c.graphs = !d.no_graphs;
     c.kv_tokens = d.kv_tokens;
     c.kv_memory_fraction = d.kv_fraction;

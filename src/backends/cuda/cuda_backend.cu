@@ -143,6 +143,7 @@ public:
     void rms_norm(const ops::RmsNormParams& p) override { launch_rms_norm(p, stream_); }
     void rope(const ops::RopeParams& p) override { launch_rope(p, stream_); }
     void matmul(const ops::MatmulParams& p) override { launch_matmul(p, env_, stream_); }
+    void matmul_multi(const ops::MultiMatmulParams& p) override { launch_matmul_multi(p, env_, stream_); }
     void get_rows(const ops::GetRowsParams& p) override { launch_get_rows(p, stream_); }
     void geglu(const ops::GegluParams& p) override { launch_geglu(p, stream_); }
     void attention(const ops::AttentionParams& p) override { launch_attention(p, attn_ws_, stream_); }

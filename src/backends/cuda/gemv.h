@@ -57,6 +57,9 @@ size_t q8_workspace_bytes(int64_t rows, int64_t n_in);
 // Whether launch_gemv_q8 can run these arguments with that much scratch.
 bool gemv_q8_supported(const GemvArgs& a, size_t workspace_bytes);
 void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s);
+// Up to three dense weights (no offsets) on the same activations (a[i].x, x_stride
+// and n_rows equal): one quantization, one launch per weight type.
+void launch_gemv_q8_multi(const GemvArgs* a, int n, int8_t* workspace, cudaStream_t s);
 
 struct MatmulEnv;
 // The GEMV for these arguments (matmul.cu): the integer one in the default

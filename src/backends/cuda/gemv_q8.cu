@@ -343,13 +343,25 @@ __global__ void quantize_q8_kernel(const float* x, int64_t x_stride, const int32
                    out.ds + r * (n_in / 32) + c / 8, c % 8 == 0);
 }
 
+// Up to three weights multiplied by the same quantized activations in one launch
+// (matmul_multi): blocks [end[i-1], end[i]) work on weight i.
+struct Segments {
+    GemvArgs a[3];
+    unsigned end[3] = {0, 0, 0};
+    int n = 0;
+};
+
 // NT activation rows per pass over the weights; RW weight rows per warp; KU units
 // in flight per lane.
 template <GgmlType T, int NT, int RW, int KU>
-__global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 8 : 4) gemv_q8_kernel(GemvArgs a, Q8View xq) {
+__global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 8 : 4) gemv_q8_kernel(Segments g, Q8View xq) {
     using U = Unit<T>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * RW;
+    // The weight this block works on (static indices: no local copy of the params).
+    const int seg = (g.n > 1 && blockIdx.x >= g.end[0]) + (g.n > 2 && blockIdx.x >= g.end[1]);
+    const GemvArgs& a = seg == 0 ? g.a[0] : (seg == 1 ? g.a[1] : g.a[2]);
+    const unsigned bx = blockIdx.x - (seg == 0 ? 0u : (seg == 1 ? g.end[0] : g.end[1]));
+    const int64_t o0 = (static_cast<int64_t>(bx) * kWarps + warp) * RW;
     if (o0 >= a.n_out) return;  // whole warp; no block-wide barrier below
     int64_t r0 = 0, r1 = a.n_rows;
     const uint8_t* w = a.w;
@@ -456,32 +468,73 @@ size_t q8_workspace_bytes(int64_t rows, int64_t n_in) {
     return (q + 255) / 256 * 256 + static_cast<size_t>(rows) * static_cast<size_t>(n_in / 32) * sizeof(float2);
 }
 
-void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s) {
-    if (a.n_out <= 0 || a.n_rows <= 0 || max_active_experts <= 0) return;
-    const bool x_vec = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-    // One activation row per pass when rows are single (decode; experts with one
-    // routed token on average), else eight over two weight rows per warp.
-    const int64_t groups = a.offsets ? a.n_experts : 1;
-    const bool single = a.offsets ? a.n_rows <= groups : a.n_rows == 1;
+namespace {
+
+// Quantizes a's activation rows (gathered through a.x_rows) into the workspace.
+Q8View quantize_activations(const GemvArgs& a, int8_t* workspace, cudaStream_t s) {
     Q8View xq;
     xq.q = workspace;
     xq.ds = reinterpret_cast<float2*>(workspace + (static_cast<size_t>(a.n_rows * a.n_in) + 255) / 256 * 256);
+    const bool x_vec = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
     quantize_q8_kernel<<<grid_1d(a.n_rows * a.n_in / 4, 256), 256, 0, s>>>(a.x, a.x_stride, a.x_rows, a.n_rows,
                                                                             a.n_in, x_vec, xq);
     HF2Q_CUDA_LAUNCH_CHECK();
+    return xq;
+}
+
+// One activation row per pass when rows are single (decode; experts with one routed
+// token on average), else eight over two weight rows per warp.
+bool single_rows(const GemvArgs& a) {
+    return a.offsets ? a.n_rows <= a.n_experts : a.n_rows == 1;
+}
+
+// Launches the weights of `g` (all of one type) on the quantized activations.
+void launch_segments(Segments g, int64_t max_active_experts, Q8View xq, cudaStream_t s) {
+    const bool single = single_rows(g.a[0]);
     const int64_t rows_per_block = kWarps * (single ? 1 : 2);
-    const dim3 grid(static_cast<unsigned>((a.n_out + rows_per_block - 1) / rows_per_block),
-                    static_cast<unsigned>(a.offsets ? max_active_experts : 1));
+    unsigned total = 0;
+    for (int i = 0; i < g.n; ++i) {
+        g.a[i].x_rows = nullptr;  // applied by the quantization: activation row r is routed row r
+        total += static_cast<unsigned>((g.a[i].n_out + rows_per_block - 1) / rows_per_block);
+        g.end[i] = total;
+    }
+    const dim3 grid(total, static_cast<unsigned>(g.a[0].offsets ? max_active_experts : 1));
     HF2Q_ASSERT(grid.y <= 65535);
-    GemvArgs args = a;
-    args.x_rows = nullptr;  // applied by the quantization: activation row r is routed row r
-    dispatch_q8_type(a.type, [&]<GgmlType T>() {
+    dispatch_q8_type(g.a[0].type, [&]<GgmlType T>() {
         if (single)
-            gemv_q8_kernel<T, 1, 1, 2><<<grid, kWarps * 32, 0, s>>>(args, xq);
+            gemv_q8_kernel<T, 1, 1, 2><<<grid, kWarps * 32, 0, s>>>(g, xq);
         else
-            gemv_q8_kernel<T, 8, 2, 1><<<grid, kWarps * 32, 0, s>>>(args, xq);
+            gemv_q8_kernel<T, 8, 2, 1><<<grid, kWarps * 32, 0, s>>>(g, xq);
     });
     HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s) {
+    if (a.n_out <= 0 || a.n_rows <= 0 || max_active_experts <= 0) return;
+    const Q8View xq = quantize_activations(a, workspace, s);
+    Segments g;
+    g.a[0] = a;
+    g.n = 1;
+    launch_segments(g, max_active_experts, xq, s);
+}
+
+void launch_gemv_q8_multi(const GemvArgs* a, int n, int8_t* workspace, cudaStream_t s) {
+    HF2Q_ASSERT(n >= 1 && n <= 3 && a[0].offsets == nullptr);
+    if (a[0].n_rows <= 0) return;
+    const Q8View xq = quantize_activations(a[0], workspace, s);  // every a[i] shares x
+    bool done[3] = {false, false, false};
+    for (int i = 0; i < n; ++i) {  // one launch per weight type, in order of first use
+        if (done[i]) continue;
+        Segments g;
+        for (int j = i; j < n; ++j) {
+            if (done[j] || a[j].type != a[i].type) continue;
+            done[j] = true;
+            if (a[j].n_out > 0) g.a[g.n++] = a[j];
+        }
+        if (g.n > 0) launch_segments(g, 1, xq, s);
+    }
 }
 
 }  // namespace hf2q::cuda

@@ -39,6 +39,7 @@ void launch_scale(float* x, float v, int64_t n, cudaStream_t s);
 void launch_softcap(float* x, float cap, int64_t n, cudaStream_t s);
 void launch_get_rows(const ops::GetRowsParams& p, cudaStream_t s);
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s);
+void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s);
 void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& ws, cudaStream_t s);
 void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s);
 void launch_moe_group(const ops::MoeGroupParams& p, cudaStream_t s);

@@ -90,4 +90,23 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     gemm_bf16(p, *env.ws, env.cublas, s);
 }
 
+void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
+    ops::check_matmul_multi(p);
+    if (p.n_tokens <= 0) return;
+    if (p.n_tokens <= kGemvTokens && env.precision == MatmulPrecision::bf16) {
+        GemvArgs a[ops::MultiMatmulParams::kMax];
+        bool q8 = true;
+        for (int i = 0; i < p.n; ++i) {
+            a[i] = gemv_args(p.w[i], p.x, p.x_stride, p.y[i], p.y_stride[i]);
+            a[i].n_rows = p.n_tokens;
+            q8 = q8 && gemv_q8_supported(a[i], env.ws->q8_bytes);
+        }
+        if (q8) {  // the activations quantized once for all weights
+            launch_gemv_q8_multi(a, p.n, env.ws->q8, s);
+            return;
+        }
+    }
+    for (int i = 0; i < p.n; ++i) launch_matmul({p.w[i], p.x, p.y[i], p.n_tokens, p.x_stride, p.y_stride[i]}, env, s);
+}
+
 }  // namespace hf2q::cuda

@@ -8,6 +8,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -94,6 +95,15 @@ private:
     // tensor name without "blk.N." (layer il < 0: a global tensor).
     void project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x, float* y,
                  int64_t T, int64_t y_stride = 0);
+    // Several projections of the same x (q/k/v, gate/up) as one backend call, which
+    // prepares x once (quantized or converted on a device); with an observer, one
+    // project() each so it sees every weight's input.
+    struct Projection {
+        const ops::WeightView& w;
+        const char* name;
+        float* y;
+    };
+    void project_multi(std::initializer_list<Projection> list, int64_t il, const float* x, int64_t T);
     float* buf(int64_t n) { return be_.alloc_array<float>(static_cast<size_t>(n)); }
 
     const Config& c_;

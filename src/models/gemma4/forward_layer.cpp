@@ -66,6 +66,23 @@ void Forward::project(const ops::WeightView& w, const char* name, int64_t il, in
     be_.matmul(linear(w, x, y, T, y_stride));
 }
 
+void Forward::project_multi(std::initializer_list<Projection> list, int64_t il, const float* x, int64_t T) {
+    if (observer_ || list.size() == 1) {
+        for (const Projection& p : list) project(p.w, p.name, il, -1, x, p.y, T);
+        return;
+    }
+    ops::MultiMatmulParams m;
+    m.x = x;
+    m.n_tokens = T;
+    for (const Projection& p : list) {
+        HF2Q_ASSERT(m.n < ops::MultiMatmulParams::kMax);
+        m.w[m.n] = p.w;
+        m.y[m.n] = p.y;
+        ++m.n;
+    }
+    be_.matmul_multi(m);
+}
+
 // x += rmsnorm(o_proj(attn(q, K, V)); post_attention_norm), with
 // q = rope(rmsnorm_h(a·Wqᵀ; q_norm)), k = rope(rmsnorm_h(a·Wkᵀ; k_norm)),
 // v = rmsnorm_h(a·Wvᵀ) (no weight; V = raw K projection on K=V layers), a = rmsnorm(x).
@@ -86,13 +103,18 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
         be_.rms_norm(n);
     };
     be_.rms_norm(norm(x_, cur_, l.attn_norm, T, H, eps));
-    project(l.attn_q, "attn_q.weight", il, -1, cur_, q_, T);
+    const Projection pq{l.attn_q, "attn_q.weight", q_}, pk{l.attn_k, "attn_k.weight", k_},
+        pv{l.attn_v, "attn_v.weight", v_};
+    if (!c_.has_kv(il))
+        project_multi({pq}, il, cur_, T);
+    else if (l.attn_v.empty())
+        project_multi({pq, pk}, il, cur_, T);
+    else
+        project_multi({pq, pk, pv}, il, cur_, T);
     norm_rope(q_, l.attn_q_norm, nh);
 
     if (c_.has_kv(il)) {
-        project(l.attn_k, "attn_k.weight", il, -1, cur_, k_, T);
         if (!l.attn_v.empty()) {
-            project(l.attn_v, "attn_v.weight", il, -1, cur_, v_, T);
             be_.rms_norm(norm(v_, v_, nullptr, T * nkv, hd, eps));
         } else {
             be_.rms_norm(norm(k_, v_, nullptr, T * nkv, hd, eps));
@@ -138,8 +160,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
 void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, F = c_.n_ff[sz(il)];
     be_.rms_norm(norm(x_, cur_, l.ffn_norm, T, H, c_.rms_eps));
-    project(l.ffn_gate, "ffn_gate.weight", il, -1, cur_, gate_, T);
-    project(l.ffn_up, "ffn_up.weight", il, -1, cur_, up_, T);
+    project_multi({{l.ffn_gate, "ffn_gate.weight", gate_}, {l.ffn_up, "ffn_up.weight", up_}}, il, cur_, T);
     ops::GegluParams g;
     g.gate = gate_;
     g.up = up_;
