@@ -68,7 +68,7 @@ fi
 bench() {  # bench NAME PRESET [BENCH FLAGS]
   local name=$1 preset=$2 args=${3:-$bench_args}
   step "synth_$name" $bin/hf2q synth --preset "$preset" --quant q4_k_m --seed 1 --fast --force -o "/tmp/$name.gguf"
-  step "bench_$name" $bin/hf2q bench -m "/tmp/$name.gguf" --backend cuda $args
+  step "bench_$name" bash -c "$bin/hf2q bench -m /tmp/$name.gguf --backend cuda $args"  # bash -c: quoted flags such as -p '' work
   cat "$out/bench_$name.log"
   if [ -n "${HF2Q_BENCH_ARGS2:-}" ]; then
     step "bench2_$name" bash -c "$bin/hf2q bench -m /tmp/$name.gguf --backend cuda $HF2Q_BENCH_ARGS2"
