@@ -210,10 +210,6 @@ __global__ void attention_combine_kernel(const ops::AttentionParams p,
 
 // ---- dispatch -----------------------------------------------------------------
 
-bool aligned16(const void* ptr) {
-    return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0;
-}
-
 int sm_count() {
     int dev = 0, n = 0;
     HF2Q_CUDA_CHECK(cudaGetDevice(&dev));

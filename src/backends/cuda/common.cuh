@@ -21,6 +21,14 @@
 
 namespace hf2q::cuda {
 
+// 16-byte alignment of an address or a byte count (vector loads).
+inline bool aligned16(uint64_t v) {
+    return v % 16 == 0;
+}
+inline bool aligned16(const void* p) {
+    return aligned16(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)));
+}
+
 inline unsigned grid_1d(int64_t n, int threads) {
     int64_t g = (n + threads - 1) / threads;
     return static_cast<unsigned>(g < 1 ? 1 : (g > 2147483647 ? 2147483647 : g));

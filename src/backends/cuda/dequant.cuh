@@ -359,6 +359,13 @@ __device__ __forceinline__ void dq8<GgmlType::MXFP4>(const uint8_t* row, int64_t
     for (int k = 0; k < 8; ++k) v[k] = small_int(kMxfp4[(byte_of(q, k) >> shift) & 15]) * d;
 }
 
+// A dispatch_type callable that does nothing: dispatch_type(t, NoTypeOp{}) only
+// says whether t is supported.
+struct NoTypeOp {
+    template <GgmlType T>
+    void operator()() const {}
+};
+
 // Calls f.template operator()<T>() for the runtime type t; false if t is not a
 // storage type this backend decodes.
 template <class F>

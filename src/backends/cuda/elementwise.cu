@@ -22,6 +22,22 @@ __device__ float block_sum(float v, float* shared) {
     return total;
 }
 
+// 1/rms of a row from its sum of squares.
+__device__ __forceinline__ float inv_rms(const ops::RmsNormParams& p, float ss) {
+    return 1.0f / sqrtf(ss / static_cast<float>(p.n) + p.eps);
+}
+
+// One output value of a norm without RoPE: x·inv (·w) (+ a) (·out_scale), each step
+// rounded on its own. has_w / has_a say whether wi / ai are used.
+__device__ __forceinline__ float norm_value(const ops::RmsNormParams& p, float xi, float inv, bool has_w, float wi,
+                                            bool has_a, float ai) {
+    float v = __fmul_rn(xi, inv);
+    if (has_w) v = __fmul_rn(v, wi);
+    if (has_a) v = __fadd_rn(ai, v);
+    if (p.out_scale != 1.0f) v = __fmul_rn(v, p.out_scale);
+    return v;
+}
+
 __global__ void rms_norm_kernel(ops::RmsNormParams p) {
     __shared__ float shared[32];
     const int64_t r = blockIdx.x;
@@ -29,7 +45,7 @@ __global__ void rms_norm_kernel(ops::RmsNormParams p) {
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) ss += x[i] * x[i];
     ss = block_sum(ss, shared);
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.n) + p.eps);
+    const float inv = inv_rms(p, ss);
     float* y = p.y + r * p.n;
     if (p.rope_inv_freq != nullptr) {  // each thread owns a rotation pair (k, k + half)
         const int64_t half = p.n / 2;
@@ -48,20 +64,15 @@ __global__ void rms_norm_kernel(ops::RmsNormParams p) {
         return;
     }
     const float* a = p.add_to ? p.add_to + r * p.n : nullptr;
-    for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) {
-        float v = __fmul_rn(x[i], inv);
-        if (p.w) v = __fmul_rn(v, p.w[i]);
-        if (a) v = __fadd_rn(a[i], v);
-        if (p.out_scale != 1.0f) v = __fmul_rn(v, p.out_scale);
-        y[i] = v;
-    }
+    for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x)
+        y[i] = norm_value(p, x[i], inv, p.w != nullptr, p.w ? p.w[i] : 0.0f, a != nullptr, a ? a[i] : 0.0f);
 }
 
 // Rows of up to kRowVecs·4 values per thread (≤ 8192 with 1024 threads), held in
 // registers: every load of the row (x, w, add_to) is issued before the reduction,
 // so a decode step's one-row norm costs one memory latency instead of one per loop
 // iteration (the loop kernel above took ~10 µs per single-row norm). The element
-// arithmetic is the loop kernel's, in the same order. y may alias x or add_to: each
+// arithmetic is the loop kernel's (norm_value). y may alias x or add_to: each
 // thread writes only the values it read.
 constexpr int kRowVecs = 2;
 
@@ -87,14 +98,8 @@ __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
         }
     }
     ss = block_sum(ss, shared);
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.n) + p.eps);
-    auto one = [&](float xi, float wi, float ai) {
-        float v = __fmul_rn(xi, inv);
-        if (w) v = __fmul_rn(v, wi);
-        if (a) v = __fadd_rn(ai, v);
-        if (p.out_scale != 1.0f) v = __fmul_rn(v, p.out_scale);
-        return v;
-    };
+    const float inv = inv_rms(p, ss);
+    auto one = [&](float xi, float wi, float ai) { return norm_value(p, xi, inv, w != nullptr, wi, a != nullptr, ai); };
     float4* y = reinterpret_cast<float4*>(p.y + r * p.n);
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
@@ -106,8 +111,6 @@ __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
         }
     }
 }
-
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
 __global__ void rope_kernel(ops::RopeParams p) {
     const int64_t half = p.head_dim / 2;

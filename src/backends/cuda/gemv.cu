@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
 void launch_gemv(const GemvArgs& a, int64_t max_active_experts, cudaStream_t s) {
     if (a.n_out <= 0 || (a.offsets == nullptr && a.n_rows <= 0) || max_active_experts <= 0) return;
     GemvArgs args = a;
-    args.x_vec = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    args.x_vec = x_rows_vec16(a);
     const dim3 grid(static_cast<unsigned>((a.n_out + kRows - 1) / kRows),
                     static_cast<unsigned>(a.offsets ? max_active_experts : 1));
     HF2Q_ASSERT(grid.y <= 65535);

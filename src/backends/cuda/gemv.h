@@ -45,6 +45,11 @@ inline GemvArgs gemv_args(const ops::WeightView& w, const float* x, int64_t x_st
     return a;
 }
 
+// Whether x's rows allow 16-byte loads (set by the launchers as x_vec).
+inline bool x_rows_vec16(const GemvArgs& a) {
+    return a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+}
+
 // Grouped launches cover at most max_active_experts experts with rows (an upper
 // bound the caller knows without reading the offsets: min(rows, n_experts)).
 void launch_gemv(const GemvArgs& a, int64_t max_active_experts, cudaStream_t s);
@@ -57,8 +62,9 @@ size_t q8_workspace_bytes(int64_t rows, int64_t n_in);
 // Whether launch_gemv_q8 can run these arguments with that much scratch.
 bool gemv_q8_supported(const GemvArgs& a, size_t workspace_bytes);
 void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s);
-// Up to three dense weights (no offsets) on the same activations (a[i].x, x_stride
-// and n_rows equal): one quantization, one launch per weight type.
+// Up to ops::MultiMatmulParams::kMax dense weights (no offsets) on the same
+// activations (a[i].x, x_stride and n_rows equal): one quantization, one launch per
+// weight type.
 void launch_gemv_q8_multi(const GemvArgs* a, int n, int8_t* workspace, cudaStream_t s);
 
 struct MatmulEnv;

@@ -1,7 +1,7 @@
 // Integer matrix-vector products for decode and small batches (llama.cpp's MMVQ
 // recipe, written for this backend): the activations are quantized to 8 bits per
-// 32 values (a scale d and the sum of the 32 original values), and each weight
-// unit is dotted with them by dp4a, four products per instruction.
+// 32 values (a scale d and d·Σq, see quantize_group), and each weight unit is
+// dotted with them by dp4a, four products per instruction.
 //
 // Why not the f32 GEMV (gemv.cu)? At one token that kernel reads 4 bytes of
 // activation per weight value from L1, 7× the weight bytes of a 4.5-bit format, and
@@ -23,6 +23,7 @@
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/gemv.h"
 #include "backends/cuda/grouping.cuh"
+#include "ops/matmul.h"
 
 namespace hf2q::cuda {
 namespace {
@@ -35,10 +36,16 @@ struct XRow {
     const float2* ds;
 };
 
+// The workspace holds the int8 values of all rows, then (256-byte aligned) the
+// per-32 scales and sums.
 struct Q8View {
     int8_t* q = nullptr;   // [rows][n_in]
     float2* ds = nullptr;  // [rows][n_in / 32]
 };
+
+size_t q8_scales_offset(int64_t rows, int64_t n_in) {
+    return (static_cast<size_t>(rows) * static_cast<size_t>(n_in) + 255) / 256 * 256;
+}
 
 // Weight bytes are read once: bypass L1 so the activations stay there.
 __device__ __forceinline__ uint4 ld_weights16(const uint8_t* p) {
@@ -345,9 +352,11 @@ __global__ void quantize_q8_kernel(const float* x, int64_t x_stride, const int32
 
 // Up to three weights multiplied by the same quantized activations in one launch
 // (matmul_multi): blocks [end[i-1], end[i]) work on weight i.
+constexpr int kMaxSegments = ops::MultiMatmulParams::kMax;
+static_assert(kMaxSegments == 3, "gemv_q8_kernel selects its segment among three");
 struct Segments {
-    GemvArgs a[3];
-    unsigned end[3] = {0, 0, 0};
+    GemvArgs a[kMaxSegments];
+    unsigned end[kMaxSegments] = {};
     int n = 0;
 };
 
@@ -440,21 +449,14 @@ bool dispatch_q8_type(GgmlType t, F&& f) {
     }
 }
 
-bool aligned16(uint64_t v) { return v % 16 == 0; }
-
-struct NoOp {
-    template <GgmlType T>
-    void operator()() const {}
-};
-
 }  // namespace
 
 bool gemv_q8_supported(const GemvArgs& a, size_t workspace_bytes) {
-    const bool type_ok = dispatch_q8_type(a.type, NoOp{});
+    const bool type_ok = dispatch_q8_type(a.type, NoTypeOp{});
     if (!type_ok || a.n_in <= 0 || a.n_in % 32 != 0) return false;
     // Q4_K/Q5_K units are 16-byte loads: the rows must keep that alignment.
     if (a.type == GgmlType::Q4_K || a.type == GgmlType::Q5_K) {
-        if (!aligned16(reinterpret_cast<uintptr_t>(a.w)) || !aligned16(a.row_bytes) ||
+        if (!aligned16(a.w) || !aligned16(a.row_bytes) ||
             (a.offsets != nullptr && !aligned16(a.expert_bytes)))
             return false;
     } else if (reinterpret_cast<uintptr_t>(a.w) % 2 != 0 || a.row_bytes % 2 != 0 || a.expert_bytes % 2 != 0) {
@@ -464,8 +466,7 @@ bool gemv_q8_supported(const GemvArgs& a, size_t workspace_bytes) {
 }
 
 size_t q8_workspace_bytes(int64_t rows, int64_t n_in) {
-    const size_t q = static_cast<size_t>(rows) * static_cast<size_t>(n_in);
-    return (q + 255) / 256 * 256 + static_cast<size_t>(rows) * static_cast<size_t>(n_in / 32) * sizeof(float2);
+    return q8_scales_offset(rows, n_in) + static_cast<size_t>(rows) * static_cast<size_t>(n_in / 32) * sizeof(float2);
 }
 
 namespace {
@@ -474,8 +475,8 @@ namespace {
 Q8View quantize_activations(const GemvArgs& a, int8_t* workspace, cudaStream_t s) {
     Q8View xq;
     xq.q = workspace;
-    xq.ds = reinterpret_cast<float2*>(workspace + (static_cast<size_t>(a.n_rows * a.n_in) + 255) / 256 * 256);
-    const bool x_vec = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    xq.ds = reinterpret_cast<float2*>(workspace + q8_scales_offset(a.n_rows, a.n_in));
+    const bool x_vec = x_rows_vec16(a);
     quantize_q8_kernel<<<grid_1d(a.n_rows * a.n_in / 4, 256), 256, 0, s>>>(a.x, a.x_stride, a.x_rows, a.n_rows,
                                                                             a.n_in, x_vec, xq);
     HF2Q_CUDA_LAUNCH_CHECK();
@@ -521,10 +522,10 @@ void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* works
 }
 
 void launch_gemv_q8_multi(const GemvArgs* a, int n, int8_t* workspace, cudaStream_t s) {
-    HF2Q_ASSERT(n >= 1 && n <= 3 && a[0].offsets == nullptr);
+    HF2Q_ASSERT(n >= 1 && n <= kMaxSegments && a[0].offsets == nullptr);
     if (a[0].n_rows <= 0) return;
     const Q8View xq = quantize_activations(a[0], workspace, s);  // every a[i] shares x
-    bool done[3] = {false, false, false};
+    bool done[kMaxSegments] = {};
     for (int i = 0; i < n; ++i) {  // one launch per weight type, in order of first use
         if (done[i]) continue;
         Segments g;

@@ -32,14 +32,9 @@ __global__ void get_rows_kernel(ops::GetRowsParams p) {
     }
 }
 
-struct Nothing {
-    template <GgmlType T>
-    void operator()() const {}
-};
-
 }  // namespace
 
-bool type_supported(GgmlType t) { return dispatch_type(t, Nothing{}); }
+bool type_supported(GgmlType t) { return dispatch_type(t, NoTypeOp{}); }
 
 void ensure_activations(MatmulEnv& env, int64_t elems) {
     GemmWorkspace& ws = *env.ws;
