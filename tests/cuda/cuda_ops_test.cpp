@@ -46,6 +46,20 @@ protected:
         return v;
     }
 
+    // rows × n_in normal(0, sd) values quantized to t, in host memory.
+    struct Quantized {
+        std::vector<uint8_t> bytes;
+        uint64_t row_bytes = 0;
+    };
+    Quantized random_quantized(GgmlType t, int64_t rows, int64_t n_in, float sd) {
+        const auto wf = randn(static_cast<size_t>(rows * n_in), sd);
+        Quantized q;
+        q.row_bytes = *ggml_row_size(t, static_cast<uint64_t>(n_in));
+        q.bytes.resize(q.row_bytes * static_cast<size_t>(rows));
+        quant::quantize(t, wf.data(), q.bytes.data(), rows, n_in, nullptr);
+        return q;
+    }
+
     std::unique_ptr<ops::Backend> gpu, gpu32, cpu;
     std::mt19937 rng{1234};
 };
@@ -156,10 +170,7 @@ const GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, Gg
 TEST_F(CudaOps, MatmulAndGetRowsEveryWeightType) {
     const int64_t K = 512, N = 67;
     for (GgmlType t : kAllTypes) {
-        auto wf = randn(static_cast<size_t>(N * K), 0.05f);
-        const uint64_t row_bytes = *ggml_row_size(t, static_cast<uint64_t>(K));
-        std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(N));
-        quant::quantize(t, wf.data(), wq.data(), N, K, nullptr);
+        const auto [wq, row_bytes] = random_quantized(t, N, K, 0.05f);
         ops::WeightView w{t, K, N, row_bytes, wq.data()};
         ops::WeightView dw = w;
         dw.data = dev(wq);
@@ -196,10 +207,7 @@ TEST_F(CudaOps, MatmulAndGetRowsEveryWeightType) {
 TEST_F(CudaOps, MatmulStridesAndOddRows) {
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0}) {
         const int64_t K = t == GgmlType::Q8_0 ? 96 : 37, N = 5, xs = K + 3, ys = N + 2;
-        auto wf = randn(static_cast<size_t>(N * K), 0.1f);
-        const uint64_t row_bytes = *ggml_row_size(t, static_cast<uint64_t>(K));
-        std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(N));
-        quant::quantize(t, wf.data(), wq.data(), N, K, nullptr);
+        const auto [wq, row_bytes] = random_quantized(t, N, K, 0.1f);
         ops::WeightView w{t, K, N, row_bytes, wq.data()};
         ops::WeightView dw = w;
         dw.data = dev(wq);
@@ -250,10 +258,7 @@ TEST_F(CudaOps, IntegerGemvExactOnItsGrid) {
         // and a long row (many passes of the lanes).
         for (int64_t K : kquant ? std::vector<int64_t>{256, 2816, 16640} : std::vector<int64_t>{96, 2112, 16416}) {
             const int64_t N = 67;  // odd: the last warp of two rows has one
-            auto wf = randn(static_cast<size_t>(N * K), 0.05f);
-            const uint64_t row_bytes = *ggml_row_size(t, static_cast<uint64_t>(K));
-            std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(N));
-            quant::quantize(t, wf.data(), wq.data(), N, K, nullptr);
+            const auto [wq, row_bytes] = random_quantized(t, N, K, 0.05f);
             ops::WeightView w{t, K, N, row_bytes, wq.data()};
             ops::WeightView dw = w;
             dw.data = dev(wq);
@@ -307,10 +312,7 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
             const size_t n = ids.size();
             std::vector<int32_t> off(E + 1), rows(n), slot(n);
             cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
-            auto wf = randn(static_cast<size_t>(E * F * H), 0.05f);
-            const uint64_t row_bytes = *ggml_row_size(t, static_cast<uint64_t>(H));
-            std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(E * F));
-            quant::quantize(t, wf.data(), wq.data(), E * F, H, nullptr);
+            const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
             auto x = q8_grid_activations(rng, T, H);
             std::vector<float> ref(n * F);
             ops::MoeMatmulParams m;
@@ -355,10 +357,7 @@ TEST_F(CudaOps, MatmulMultiEqualsSeparateMatmuls) {
     for (const auto& set : sets) {
         std::vector<ops::WeightView> dw;
         for (const W& w : set) {
-            auto wf = randn(static_cast<size_t>(w.n_out * K), 0.05f);
-            const uint64_t row_bytes = *ggml_row_size(w.type, static_cast<uint64_t>(K));
-            std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(w.n_out));
-            quant::quantize(w.type, wf.data(), wq.data(), w.n_out, K, nullptr);
+            const auto [wq, row_bytes] = random_quantized(w.type, w.n_out, K, 0.05f);
             dw.push_back({w.type, K, w.n_out, row_bytes, dev(wq)});
         }
         for (int64_t T : {1, 5, 16, 17}) {
@@ -424,10 +423,7 @@ TEST_F(CudaOps, MoeGroupMatmulCombine) {
                 EXPECT_EQ(host(dslot, n), slot) << "T=" << T;
             }
 
-            auto wf = randn(static_cast<size_t>(E * F * H), 0.05f);
-            const uint64_t row_bytes = *ggml_row_size(t, static_cast<uint64_t>(H));
-            std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(E * F));
-            quant::quantize(t, wf.data(), wq.data(), E * F, H, nullptr);
+            const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
             auto x = randn(static_cast<size_t>(std::max<int64_t>(T, 1) * H));
             std::vector<float> ref(std::max<size_t>(n, 1) * F);
             ops::MoeMatmulParams m;
