@@ -38,6 +38,7 @@ constexpr int kMaxPerLane = 16;  // head_dim <= 512
 // lanes split the head dimension, the dot product is a warp reduction, and the warp
 // keeps an online softmax; the 4 partial states are merged at the end.
 __global__ void attention_generic_kernel(ops::AttentionParams p) {
+    pdl_begin();
     const int64_t t = blockIdx.x, h = blockIdx.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t hd = p.head_dim, kvh = h / (p.n_heads / p.n_kv_heads);
@@ -130,6 +131,7 @@ __device__ int run_end(const unsigned* words, int r, int n_rows) {
 // plan: [n_tiles][kPlanStride] (see attention_common.cuh); handled: [n_tokens].
 __global__ void attention_plan_kernel(const ops::AttentionParams p, int bm, int* __restrict__ plan,
                                       int* __restrict__ handled) {
+    pdl_begin();
     __shared__ unsigned breaks[attn::kMaxTileRows / 32];
     __shared__ int n_runs;
     const int r = static_cast<int>(threadIdx.x);
@@ -162,6 +164,7 @@ __global__ void attention_plan_kernel(const ops::AttentionParams p, int bm, int*
 __global__ void attention_combine_kernel(const ops::AttentionParams p,
                                          const int* __restrict__ handled, int n_split,
                                          const float* __restrict__ part) {
+    pdl_begin();
     const int64_t t = blockIdx.x, h = blockIdx.y;
     if (handled != nullptr && handled[t]) return;
     const int64_t D = p.head_dim;
@@ -229,7 +232,7 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
                       aligned16(p.out) && aligned16(p.k_pool) && aligned16(p.v_pool);
     if (!fast) {
         dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
-        attention_generic_kernel<<<grid, 32 * kWarps, 0, s>>>(p);
+        launch(attention_generic_kernel, grid, 32 * kWarps, 0, s, p);
         HF2Q_CUDA_LAUNCH_CHECK();
         return;
     }
@@ -246,7 +249,7 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
         if (n_tiles <= 65535 && plan_ints <= ws.floats) {
             int* plan = reinterpret_cast<int*>(ws.buf);
             int* flags = plan + n_tiles * kPlanStride;
-            attention_plan_kernel<<<static_cast<unsigned>(n_tiles), bm, 0, s>>>(p, bm, plan, flags);
+            launch(attention_plan_kernel, static_cast<unsigned>(n_tiles), bm, 0, s, p, bm, plan, flags);
             HF2Q_CUDA_LAUNCH_CHECK();
             attn::launch_tile(p, plan, n_tiles, scale_log2, s);
             handled = flags;
@@ -274,7 +277,7 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     attn::launch_split(p, handled, hb, n_split, part, scale_log2, s);
     if (n_split > 1) {
         const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
-        attention_combine_kernel<<<grid, 128, 0, s>>>(p, handled, n_split, part);
+        launch(attention_combine_kernel, grid, 128, 0, s, p, handled, n_split, part);
         HF2Q_CUDA_LAUNCH_CHECK();
     }
 }

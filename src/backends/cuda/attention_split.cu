@@ -287,6 +287,7 @@ template <int D, int HB>
 __global__ void __launch_bounds__(128)
     attention_split_kernel(const ops::AttentionParams p, const int* __restrict__ handled,
                            int n_split, float* __restrict__ part, float scale_log2) {
+    pdl_begin();
     extern __shared__ __align__(16) float sm[];
     for (int64_t t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
         if (handled != nullptr && handled[t]) continue;
@@ -302,8 +303,7 @@ void launch_split_dh(const ops::AttentionParams& p, const int* handled, int n_sp
     allow_smem<attention_split_kernel<D, HB>>(smem);
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.n_tokens, kMaxTokenBlocks)),
                     static_cast<unsigned>(p.n_heads / HB), static_cast<unsigned>(n_split));
-    attention_split_kernel<D, HB>
-        <<<grid, SplitShape<D>::kThreads, smem, s>>>(p, handled, n_split, part, scale_log2);
+    launch(attention_split_kernel<D, HB>, grid, SplitShape<D>::kThreads, smem, s, p, handled, n_split, part, scale_log2);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 

@@ -95,6 +95,7 @@ template <int D>
 __global__ void __launch_bounds__(TileShape<D>::kThreads, TileShape<D>::kMinBlocks)
     attention_tile_kernel(const ops::AttentionParams p, const int* __restrict__ plan,
                           float scale_log2) {
+    pdl_begin();
     using T = TileShape<D>;
     constexpr int BM = T::kRows, BN = T::kKeys, DS = T::kDSplit, NT = T::kThreads, LD = T::kLd;
     constexpr int LDP = T::kLdP;
@@ -357,7 +358,7 @@ void launch_tile_d(const ops::AttentionParams& p, const int* plan, int64_t n_til
     using T = TileShape<D>;
     allow_smem<attention_tile_kernel<D>>(T::kSmem);
     const dim3 grid(static_cast<unsigned>(p.n_heads), static_cast<unsigned>(n_tiles));
-    attention_tile_kernel<D><<<grid, T::kThreads, T::kSmem, s>>>(p, plan, scale_log2);
+    launch(attention_tile_kernel<D>, grid, T::kThreads, T::kSmem, s, p, plan, scale_log2);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "core/error.h"
 
@@ -32,6 +33,47 @@ inline bool aligned16(const void* p) {
 inline unsigned grid_1d(int64_t n, int threads) {
     int64_t g = (n + threads - 1) / threads;
     return static_cast<unsigned>(g < 1 ? 1 : (g > 2147483647 ? 2147483647 : g));
+}
+
+// Programmatic dependent launch (sm_90). Every kernel of this backend is launched
+// through launch(), which allows it to be scheduled while the kernel before it on
+// the stream is still running (in CUDA graphs too). A decode step is about a
+// thousand small kernels, and the gap between two dependent launches is a large
+// part of its time; with this the next kernel's blocks are already resident when
+// its predecessor ends.
+//
+// The contract: every kernel begins with pdl_begin(), before any memory access.
+// It lets the next kernel launch, then waits until the previous kernel has
+// completed and its writes are visible. A kernel that skipped the wait could end
+// before its predecessor, and the kernel after it (which waits only for its
+// direct predecessor) would then read unfinished results. Outside such a launch
+// both instructions do nothing.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch
+// (HF2Q_CUDA_PDL, a CMake option, on by default; off, a plain launch).
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+#if HF2Q_CUDA_PDL
+    cfg.numAttrs = 1;
+#else
+    cfg.numAttrs = 0;
+#endif
+    HF2Q_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
 }  // namespace hf2q::cuda

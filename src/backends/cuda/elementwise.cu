@@ -39,6 +39,7 @@ __device__ __forceinline__ float norm_value(const ops::RmsNormParams& p, float x
 }
 
 __global__ void rms_norm_kernel(ops::RmsNormParams p) {
+    pdl_begin();
     __shared__ float shared[32];
     const int64_t r = blockIdx.x;
     const float* x = p.x + r * p.n;
@@ -77,6 +78,7 @@ __global__ void rms_norm_kernel(ops::RmsNormParams p) {
 constexpr int kRowVecs = 2;
 
 __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
+    pdl_begin();
     __shared__ float shared[32];
     const int64_t r = blockIdx.x, n4 = p.n / 4;
     const float4* x = reinterpret_cast<const float4*>(p.x + r * p.n);
@@ -113,6 +115,7 @@ __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
 }
 
 __global__ void rope_kernel(ops::RopeParams p) {
+    pdl_begin();
     const int64_t half = p.head_dim / 2;
     const int64_t n = p.n_tokens * p.n_heads * half;
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
@@ -133,6 +136,7 @@ __device__ __forceinline__ float gelu_tanh(float u) {
 }
 
 __global__ void geglu_kernel(ops::GegluParams p, int64_t gs, int64_t us, int64_t os) {
+    pdl_begin();
     const int64_t n = p.rows * p.n;
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -145,6 +149,7 @@ __global__ void geglu_kernel(ops::GegluParams p, int64_t gs, int64_t us, int64_t
 
 template <class F>
 __global__ void map_kernel(int64_t n, F f) {
+    pdl_begin();
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x)
         f(i);
@@ -153,7 +158,7 @@ __global__ void map_kernel(int64_t n, F f) {
 template <class F>
 void launch_map(int64_t n, cudaStream_t s, F f) {
     if (n <= 0) return;
-    map_kernel<<<grid_1d(n, kThreads), kThreads, 0, s>>>(n, f);
+    launch(map_kernel<F>, grid_1d(n, kThreads), kThreads, 0, s, n, f);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
@@ -166,25 +171,25 @@ void launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t s) {
         aligned16(p.y) && aligned16(p.w) && aligned16(p.add_to)) {
         const int64_t per_thread = (n4 + kRowVecs - 1) / kRowVecs;
         const int threads = static_cast<int>(std::max<int64_t>(32, (per_thread + 31) / 32 * 32));
-        rms_norm_row_kernel<<<static_cast<unsigned>(p.rows), threads, 0, s>>>(p);
+        launch(rms_norm_row_kernel, static_cast<unsigned>(p.rows), threads, 0, s, p);
         HF2Q_CUDA_LAUNCH_CHECK();
         return;
     }
-    rms_norm_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, s>>>(p);
+    launch(rms_norm_kernel, static_cast<unsigned>(p.rows), kThreads, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 void launch_rope(const ops::RopeParams& p, cudaStream_t s) {
     const int64_t n = p.n_tokens * p.n_heads * (p.head_dim / 2);
     if (n <= 0) return;
-    rope_kernel<<<grid_1d(n, kThreads), kThreads, 0, s>>>(p);
+    launch(rope_kernel, grid_1d(n, kThreads), kThreads, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 void launch_geglu(const ops::GegluParams& p, cudaStream_t s) {
     const int64_t n = p.rows * p.n;
     if (n <= 0) return;
-    geglu_kernel<<<grid_1d(n, kThreads), kThreads, 0, s>>>(p, p.gate_stride ? p.gate_stride : p.n,
+    launch(geglu_kernel, grid_1d(n, kThreads), kThreads, 0, s, p, p.gate_stride ? p.gate_stride : p.n,
                                                            p.up_stride ? p.up_stride : p.n,
                                                            p.out_stride ? p.out_stride : p.n);
     HF2Q_CUDA_LAUNCH_CHECK();

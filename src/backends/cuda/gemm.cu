@@ -50,6 +50,7 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&v)[8]) {
 template <GgmlType T, class Out>
 __global__ void expand_kernel(const uint8_t* w, uint64_t row_bytes, uint64_t expert_bytes, int64_t n_in,
                               int64_t row0, int64_t rows, ExpertList list, Out* out) {
+    pdl_begin();
     const int z = static_cast<int>(blockIdx.y);
     const uint8_t* base = w + (list.n > 0 ? static_cast<uint64_t>(list.id[z]) * expert_bytes : 0) +
                           static_cast<uint64_t>(row0) * row_bytes;
@@ -75,6 +76,7 @@ __global__ void expand_kernel(const uint8_t* w, uint64_t row_bytes, uint64_t exp
 // the rows allow 16-byte accesses (by8), else one.
 __global__ void to_bf16_kernel(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n,
                                bool by8, __nv_bfloat16* out) {
+    pdl_begin();
     const int64_t per_row = by8 ? n / 8 : n;
     const int64_t total = n_rows * per_row;
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -97,6 +99,7 @@ __global__ void to_bf16_kernel(const float* x, int64_t xs, const int32_t* rows, 
 __global__ void group_ptrs_kernel(ExpertList list, const int32_t* offsets, const __nv_bfloat16* w,
                                   int64_t w_elems_per_expert, const __nv_bfloat16* x, int64_t n_in, float* y,
                                   int64_t ys, void** ptrs) {
+    pdl_begin();
     const int z = static_cast<int>(threadIdx.x);
     if (z >= list.n) return;
     const int64_t off = offsets[list.id[z]];
@@ -111,7 +114,7 @@ void expand(GgmlType type, const uint8_t* w, uint64_t row_bytes, uint64_t expert
     const int64_t per_matrix = rows * (n_in % 8 == 0 ? n_in / 8 : n_in);
     const dim3 grid(grid_1d(per_matrix, 256), static_cast<unsigned>(std::max(1, list.n)));
     bool ok = dispatch_type(type, [&]<GgmlType T>() {
-        expand_kernel<T, Out><<<grid, 256, 0, s>>>(w, row_bytes, expert_bytes, n_in, row0, rows, list, out);
+        launch(expand_kernel<T, Out>, grid, 256, 0, s, w, row_bytes, expert_bytes, n_in, row0, rows, list, out);
     });
     if (!ok) fail("CUDA matmul: unsupported weight type ", ggml_type_name(type));
     HF2Q_CUDA_LAUNCH_CHECK();
@@ -121,7 +124,7 @@ void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, in
              cudaStream_t s) {
     HF2Q_ASSERT(static_cast<size_t>(n_rows * n) <= ws.x_elems);
     const bool by8 = n % 8 == 0 && xs % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    to_bf16_kernel<<<grid_1d(n_rows * (by8 ? n / 8 : n), 256), 256, 0, s>>>(x, xs, rows, n_rows, n, by8, ws.x);
+    launch(to_bf16_kernel, grid_1d(n_rows * (by8 ? n / 8 : n), 256), 256, 0, s, x, xs, rows, n_rows, n, by8, ws.x);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
@@ -183,7 +186,7 @@ void gemm_bf16_grouped(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cublasH
         expand(p.w.type, static_cast<const uint8_t*>(p.w.data), p.w.row_bytes, p.expert_bytes, n_in, 0, n_out, list,
                ws.w, s);
         if (!ws.no_grouped_gemm) {
-            group_ptrs_kernel<<<1, kMaxGroup, 0, s>>>(list, p.offsets, ws.w, per_expert, ws.x, n_in, p.y, ys, ws.ptrs);
+            launch(group_ptrs_kernel, 1, kMaxGroup, 0, s, list, p.offsets, ws.w, per_expert, ws.x, n_in, p.y, ys, ws.ptrs);
             HF2Q_CUDA_LAUNCH_CHECK();
             const cublasStatus_t st = cublasGemmGroupedBatchedEx(
                 h, ta.data(), tb.data(), m.data(), n.data(), k.data(), alpha.data(),

@@ -38,6 +38,7 @@ __device__ __forceinline__ void load8(const float* x, bool vec, float (&v)[8]) {
 // Partial sums are reduced in the warp, then across the warps in shared memory.
 template <GgmlType T, int NT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
+    pdl_begin();
     __shared__ float part[kWarps][kRows][NT];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int64_t o0 = blockIdx.x * static_cast<int64_t>(kRows);
@@ -127,9 +128,9 @@ void launch_gemv(const GemvArgs& a, int64_t max_active_experts, cudaStream_t s) 
     const bool single = a.offsets ? a.n_rows <= groups : a.n_rows == 1;
     bool ok = dispatch_type(a.type, [&]<GgmlType T>() {
         if (single)
-            gemv_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(args);
+            launch(gemv_kernel<T, 1>, grid, kWarps * 32, 0, s, args);
         else
-            gemv_kernel<T, 8><<<grid, kWarps * 32, 0, s>>>(args);
+            launch(gemv_kernel<T, 8>, grid, kWarps * 32, 0, s, args);
     });
     if (!ok) fail("CUDA matmul: unsupported weight type ", ggml_type_name(a.type));
     HF2Q_CUDA_LAUNCH_CHECK();

@@ -341,6 +341,7 @@ __device__ __forceinline__ void quantize_group(const float* src, bool in, bool v
 
 __global__ void quantize_q8_kernel(const float* x, int64_t x_stride, const int32_t* x_rows, int64_t rows,
                                    int64_t n_in, bool x_vec, Q8View out) {
+    pdl_begin();
     const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // 4-value group
     const int64_t per_row = n_in / 4;
     const bool in = g < rows * per_row;  // whole 8-thread groups are in or out
@@ -361,13 +362,16 @@ struct Segments {
 };
 
 // NT activation rows per pass over the weights; RW weight rows per warp; KU units
-// in flight per lane.
-template <GgmlType T, int NT, int RW, int KU>
+// in flight per lane. MULTI: g may hold several weights (else only g.a[0]; the
+// segment selection costs the eight-row variant about ten registers, so the grouped
+// experts, which never have segments, use the plain form).
+template <GgmlType T, int NT, int RW, int KU, bool MULTI>
 __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 8 : 4) gemv_q8_kernel(Segments g, Q8View xq) {
+    pdl_begin();
     using U = Unit<T>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     // The weight this block works on (static indices: no local copy of the params).
-    const int seg = (g.n > 1 && blockIdx.x >= g.end[0]) + (g.n > 2 && blockIdx.x >= g.end[1]);
+    const int seg = MULTI ? (g.n > 1 && blockIdx.x >= g.end[0]) + (g.n > 2 && blockIdx.x >= g.end[1]) : 0;
     const GemvArgs& a = seg == 0 ? g.a[0] : (seg == 1 ? g.a[1] : g.a[2]);
     const unsigned bx = blockIdx.x - (seg == 0 ? 0u : (seg == 1 ? g.end[0] : g.end[1]));
     const int64_t o0 = (static_cast<int64_t>(bx) * kWarps + warp) * RW;
@@ -477,7 +481,7 @@ Q8View quantize_activations(const GemvArgs& a, int8_t* workspace, cudaStream_t s
     xq.q = workspace;
     xq.ds = reinterpret_cast<float2*>(workspace + q8_scales_offset(a.n_rows, a.n_in));
     const bool x_vec = x_rows_vec16(a);
-    quantize_q8_kernel<<<grid_1d(a.n_rows * a.n_in / 4, 256), 256, 0, s>>>(a.x, a.x_stride, a.x_rows, a.n_rows,
+    launch(quantize_q8_kernel, grid_1d(a.n_rows * a.n_in / 4, 256), 256, 0, s, a.x, a.x_stride, a.x_rows, a.n_rows,
                                                                             a.n_in, x_vec, xq);
     HF2Q_CUDA_LAUNCH_CHECK();
     return xq;
@@ -503,9 +507,11 @@ void launch_segments(Segments g, int64_t max_active_experts, Q8View xq, cudaStre
     HF2Q_ASSERT(grid.y <= 65535);
     dispatch_q8_type(g.a[0].type, [&]<GgmlType T>() {
         if (single)
-            gemv_q8_kernel<T, 1, 1, 2><<<grid, kWarps * 32, 0, s>>>(g, xq);
+            launch(gemv_q8_kernel<T, 1, 1, 2, true>, grid, kWarps * 32, 0, s, g, xq);
+        else if (g.n > 1)
+            launch(gemv_q8_kernel<T, 8, 2, 1, true>, grid, kWarps * 32, 0, s, g, xq);
         else
-            gemv_q8_kernel<T, 8, 2, 1><<<grid, kWarps * 32, 0, s>>>(g, xq);
+            launch(gemv_q8_kernel<T, 8, 2, 1, false>, grid, kWarps * 32, 0, s, g, xq);
     });
     HF2Q_CUDA_LAUNCH_CHECK();
 }

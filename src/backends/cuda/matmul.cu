@@ -22,6 +22,7 @@ constexpr int64_t kGemvTokens = 16;
 
 template <GgmlType T>
 __global__ void get_rows_kernel(ops::GetRowsParams p) {
+    pdl_begin();
     const int64_t n = p.n_tokens * p.w.n_in;
     const uint8_t* base = static_cast<const uint8_t*>(p.w.data);
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
@@ -56,7 +57,7 @@ void launch_get_rows(const ops::GetRowsParams& p, cudaStream_t s) {
     const int64_t n = p.n_tokens * p.w.n_in;
     if (n <= 0) return;
     bool ok = dispatch_type(p.w.type, [&]<GgmlType T>() {
-        get_rows_kernel<T><<<grid_1d(n, 256), 256, 0, s>>>(p);
+        launch(get_rows_kernel<T>, grid_1d(n, 256), 256, 0, s, p);
     });
     if (!ok) fail("CUDA get_rows: unsupported weight type ", ggml_type_name(p.w.type));
     HF2Q_CUDA_LAUNCH_CHECK();

@@ -22,6 +22,7 @@ __device__ __forceinline__ unsigned lanemask_lt() {
 // per expert, pass 2 walks the segment again and assigns slots in pair order, so
 // the sort is stable and the result does not depend on scheduling.
 __global__ void __launch_bounds__(kGroupWarps * 32) moe_group_kernel(ops::MoeGroupParams p) {
+    pdl_begin();
     extern __shared__ int32_t cnt[];  // [kGroupWarps][E]
     const int64_t E = p.n_experts, n = p.n_tokens * p.k;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -79,6 +80,7 @@ __global__ void __launch_bounds__(kGroupWarps * 32) moe_group_kernel(ops::MoeGro
 }
 
 __global__ void moe_combine_kernel(ops::MoeCombineParams p) {
+    pdl_begin();
     const int64_t t = blockIdx.y;
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -97,7 +99,7 @@ void launch_moe_group(const ops::MoeGroupParams& p, cudaStream_t s) {
     if (p.n_experts <= 0 || p.n_experts > kMaxGroupExperts)
         fail("CUDA MoE: ", p.n_experts, " experts (supported: 1 to ", kMaxGroupExperts, ")");
     const size_t smem = static_cast<size_t>(kGroupWarps * p.n_experts) * sizeof(int32_t);
-    moe_group_kernel<<<1, kGroupWarps * 32, smem, s>>>(p);
+    launch(moe_group_kernel, 1, kGroupWarps * 32, smem, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
@@ -105,7 +107,7 @@ void launch_moe_combine(const ops::MoeCombineParams& p, cudaStream_t s) {
     if (p.n_tokens <= 0 || p.n <= 0) return;
     HF2Q_ASSERT(p.n_tokens <= 2147483647);
     const dim3 grid(static_cast<unsigned>((p.n + 255) / 256), static_cast<unsigned>(p.n_tokens));
-    moe_combine_kernel<<<grid, 256, 0, s>>>(p);
+    launch(moe_combine_kernel, grid, 256, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 

@@ -18,6 +18,7 @@ constexpr int kMaxExpertsPerLane = 8;  // up to 256 experts
 // token per layer, so the whole routing is a few dozen shuffles instead of a
 // thread walking every expert k times.
 __global__ void moe_route_kernel(ops::MoeRouteParams p) {
+    pdl_begin();
     const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (t >= p.n_tokens) return;
@@ -76,6 +77,7 @@ __global__ void moe_route_kernel(ops::MoeRouteParams p) {
 }
 
 __global__ void gather_kernel(ops::GatherRowsParams p) {
+    pdl_begin();
     const int64_t n = p.n_rows * p.n;
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -87,6 +89,7 @@ __global__ void gather_kernel(ops::GatherRowsParams p) {
 // One thread per column: rows are applied in order, so repeated destination rows
 // accumulate deterministically.
 __global__ void scatter_add_kernel(ops::ScatterAddParams p) {
+    pdl_begin();
     const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (j >= p.n) return;
     for (int64_t i = 0; i < p.n_rows; ++i) {
@@ -96,6 +99,7 @@ __global__ void scatter_add_kernel(ops::ScatterAddParams p) {
 }
 
 __global__ void kv_store_kernel(ops::KvStoreParams p) {
+    pdl_begin();
     const int64_t n = p.n_tokens * p.row;
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -108,6 +112,7 @@ __global__ void kv_store_kernel(ops::KvStoreParams p) {
 }
 
 __global__ void copy_blocks_kernel(ops::CopyBlocksParams p) {
+    pdl_begin();
     const int64_t n = p.n * p.block_floats;
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -125,31 +130,31 @@ void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s) {
     if (p.n_experts > 32 * kMaxExpertsPerLane)
         fail("CUDA MoE routing: ", p.n_experts, " experts (supported: up to ", 32 * kMaxExpertsPerLane, ")");
     constexpr int kWarpsPerBlock = 4;
-    moe_route_kernel<<<grid_1d(p.n_tokens, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(p);
+    launch(moe_route_kernel, grid_1d(p.n_tokens, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 void launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t s) {
     if (p.n_rows * p.n <= 0) return;
-    gather_kernel<<<grid_1d(p.n_rows * p.n, 256), 256, 0, s>>>(p);
+    launch(gather_kernel, grid_1d(p.n_rows * p.n, 256), 256, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 void launch_scatter_add(const ops::ScatterAddParams& p, cudaStream_t s) {
     if (p.n_rows <= 0 || p.n <= 0) return;
-    scatter_add_kernel<<<grid_1d(p.n, 256), 256, 0, s>>>(p);
+    launch(scatter_add_kernel, grid_1d(p.n, 256), 256, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 void launch_kv_store(const ops::KvStoreParams& p, cudaStream_t s) {
     if (p.n_tokens * p.row <= 0) return;
-    kv_store_kernel<<<grid_1d(p.n_tokens * p.row, 256), 256, 0, s>>>(p);
+    launch(kv_store_kernel, grid_1d(p.n_tokens * p.row, 256), 256, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 void launch_copy_blocks(const ops::CopyBlocksParams& p, cudaStream_t s) {
     if (p.n * p.block_floats <= 0) return;
-    copy_blocks_kernel<<<grid_1d(p.n * p.block_floats, 256), 256, 0, s>>>(p);
+    launch(copy_blocks_kernel, grid_1d(p.n * p.block_floats, 256), 256, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 

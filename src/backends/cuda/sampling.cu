@@ -88,6 +88,7 @@ __device__ Best scan_row(const float* x, int32_t n, bool& nan) {
 
 __global__ void __launch_bounds__(kMaxThreads)
     argmax_rows_kernel(ops::ArgmaxRowsParams p, int64_t stride) {
+    pdl_begin();
     __shared__ float best_v[kMaxThreads / 32];
     __shared__ int32_t best_i[kMaxThreads / 32];
     const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -129,7 +130,7 @@ int threads_for(int64_t n) {
 void launch_argmax_rows(const ops::ArgmaxRowsParams& p, cudaStream_t s) {
     if (!ops::check_argmax_rows(p)) return;
     const auto blocks = static_cast<unsigned>(std::min(p.rows, kMaxBlocks));
-    argmax_rows_kernel<<<blocks, threads_for(p.n), 0, s>>>(p, ops::argmax_stride(p));
+    launch(argmax_rows_kernel, blocks, threads_for(p.n), 0, s, p, ops::argmax_stride(p));
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
