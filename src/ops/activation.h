@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "ops/prepared.h"
+
 namespace hf2q::ops {
 
 // out[i] = gelu_tanh(gate[i]) · up[i] over rows; gate/up/out rows have the given
@@ -15,6 +17,7 @@ struct GegluParams {
     int64_t rows = 0;
     int64_t n = 0;
     int64_t gate_stride = 0, up_stride = 0, out_stride = 0;  // 0 means n
+    void* out_prep = nullptr;  // optional: also out in the backend's prepared form (ops/prepared.h)
 };
 
 }  // namespace hf2q::ops

@@ -33,6 +33,10 @@ struct AttentionParams {
     int32_t window = 0;                          // 0: full attention
     float scale = 1.0f;
     int64_t n_blocks = 0;                        // blocks in each pool; 0: ids not range-checked
+    // Host-side bound on the positions of this batch: every pos[t] < max_keys, or 0
+    // when unknown. Only sizes the work (device backends split the key range by it);
+    // a result never depends on it beyond rounding, and a wrong bound stays correct.
+    int64_t max_keys = 0;
 };
 
 }  // namespace hf2q::ops

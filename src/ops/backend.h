@@ -84,6 +84,41 @@ public:
     }
 
     virtual void rms_norm(const RmsNormParams& p) = 0;
+    // Prepared matmul inputs (ops/prepared.h): the most tokens per batch whose
+    // matmul inputs may be prepared (0: the backend has no prepared form), and the
+    // bytes of one for rows × n values (0: none for that width).
+    virtual int64_t prepared_tokens() const { return 0; }
+    virtual size_t prepared_bytes(int64_t rows, int64_t n) const {
+        (void)rows;
+        (void)n;
+        return 0;
+    }
+
+    // Default: the sequence of rms_norm calls ops/norm.h describes (the CPU reference).
+    virtual void residual_norms(const ResidualNormsParams& p) {
+        check_residual_norms(p);
+        if (p.rows == 0) return;
+        RmsNormParams n;
+        n.rows = p.rows;
+        n.n = p.n;
+        n.eps = p.eps;
+        auto run = [&](const float* x, float* y, const float* w, const float* add_to, float scale) {
+            n.x = x;
+            n.y = y;
+            n.w = w;
+            n.add_to = add_to;
+            n.out_scale = scale;
+            rms_norm(n);
+        };
+        if (p.n_branch == 1) {
+            run(p.b[0], p.x, p.w[0], p.x, p.scale);
+        } else {
+            run(p.b[0], p.b[0], p.w[0], nullptr, 1.0f);
+            run(p.b[1], p.b[0], p.w[1], p.b[0], 1.0f);
+            run(p.b[0], p.x, p.sum_w, p.x, p.scale);
+        }
+        for (int j = 0; j < p.n_out; ++j) run(p.x, p.y[j], p.out_w[j], nullptr, p.out_scale[j]);
+    }
     virtual void rope(const RopeParams& p) = 0;
     virtual void matmul(const MatmulParams& p) = 0;
     // Default: one matmul per weight (the CPU reference). Checks the shared input width.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "ops/prepared.h"
 #include "ops/types.h"
 
 namespace hf2q::ops {
@@ -15,6 +16,7 @@ struct MatmulParams {
     int64_t n_tokens = 0;
     int64_t x_stride = 0;       // 0 means n_in
     int64_t y_stride = 0;       // 0 means n_out
+    const void* x_prep = nullptr;  // optional: x in the backend's prepared form (ops/prepared.h)
 };
 
 // Several linear layers on one input: y[i] = x · w[i]ᵀ for i < n, every w[i] with the
@@ -30,6 +32,7 @@ struct MultiMatmulParams {
     const float* x = nullptr;     // [n_tokens][x_stride]
     int64_t n_tokens = 0;
     int64_t x_stride = 0;         // 0 means n_in
+    const void* x_prep = nullptr; // optional: x prepared (ops/prepared.h)
 };
 
 // Row gather of an embedding table: out[t] = dequant(W[ids[t]]) · scale.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "ops/prepared.h"
 #include "ops/types.h"
 
 namespace hf2q::ops {
@@ -55,6 +56,7 @@ struct MoeMatmulParams {
     float* y = nullptr;            // [n_rows][y_stride]
     int64_t y_stride = 0;          // 0 means n_out
     int64_t n_rows = 0;            // offsets[n_experts]
+    const void* x_prep = nullptr;  // optional, without x_rows: x prepared (ops/prepared.h)
 };
 
 // Weighted combine of the experts' outputs, slots in increasing j:

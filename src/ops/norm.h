@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include "ops/prepared.h"
+#include "core/error.h"
+
 namespace hf2q::ops {
 
 struct RmsNormParams {
@@ -25,5 +28,44 @@ struct RmsNormParams {
     const int32_t* rope_pos = nullptr;     // [rows / rope_heads]
     int64_t rope_heads = 0;
 };
+
+// The norms around Gemma 4's residual stream in one op: a residual update by a
+// normed branch, then the norms of the updated rows that the following blocks read
+// (e.g. the attention block's post-norm + residual, then the MLP's, router's and
+// experts' input norms; or a layer's post-MLP norms, the layer scalar, and the next
+// layer's input norm). Per row of n values, each step rounded as its RmsNormParams
+// counterpart (x·inv, ·w, + residual, ·scale):
+//   one branch:   h = rmsnorm(b0; w0)
+//   two branches: h = rmsnorm(rmsnorm(b0; w0) + rmsnorm(b1; w1); sum_w)
+//   x = (x + h) · scale
+//   y[j] = rmsnorm(x; out_w[j]) · out_scale[j]   for j < n_out
+// Backend::residual_norms' default runs exactly that sequence of rms_norm calls (so
+// b0 is clobbered: it serves as scratch); a device backend does it in one pass.
+struct ResidualNormsParams {
+    static constexpr int kMaxOut = 3;
+    float* x = nullptr;  // [rows][n] the residual stream, updated in place
+    int64_t rows = 0;
+    int64_t n = 0;
+    float eps = 1e-6f;
+    int n_branch = 1;                            // 1 or 2
+    float* b[2] = {nullptr, nullptr};            // [rows][n] branch outputs; b[0] is clobbered
+    const float* w[2] = {nullptr, nullptr};      // [n] their norm weights
+    const float* sum_w = nullptr;                // [n] norm of the branch sum (two branches only)
+    float scale = 1.0f;                          // the layer scalar
+    int n_out = 0;                               // 0 .. kMaxOut
+    float* y[kMaxOut] = {nullptr, nullptr, nullptr};        // [rows][n]; distinct from x and b
+    const float* out_w[kMaxOut] = {nullptr, nullptr, nullptr};  // [n] or nullptr (no weight)
+    float out_scale[kMaxOut] = {1.0f, 1.0f, 1.0f};
+    void* y_prep[kMaxOut] = {nullptr, nullptr, nullptr};  // optional: y[j] prepared (ops/prepared.h)
+};
+
+inline void check_residual_norms(const ResidualNormsParams& p) {
+    HF2Q_ASSERT(p.x != nullptr && p.rows >= 0 && p.n > 0);
+    HF2Q_ASSERT(p.n_branch == 1 || p.n_branch == 2);
+    for (int k = 0; k < p.n_branch; ++k) HF2Q_ASSERT(p.b[k] != nullptr && p.w[k] != nullptr);
+    HF2Q_ASSERT((p.n_branch == 2) == (p.sum_w != nullptr));
+    HF2Q_ASSERT(p.n_out >= 0 && p.n_out <= ResidualNormsParams::kMaxOut);
+    for (int j = 0; j < p.n_out; ++j) HF2Q_ASSERT(p.y[j] != nullptr && p.y[j] != p.x);
+}
 
 }  // namespace hf2q::ops

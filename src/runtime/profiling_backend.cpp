@@ -114,6 +114,9 @@ void ProfilingBackend::fill_zero(void* dst, size_t bytes) {
 void ProfilingBackend::rms_norm(const ops::RmsNormParams& p) {
     timed({Op::rms_norm}, [&] { inner_->rms_norm(p); });
 }
+void ProfilingBackend::residual_norms(const ops::ResidualNormsParams& p) {
+    timed({Op::rms_norm}, [&] { inner_->residual_norms(p); });
+}
 void ProfilingBackend::rope(const ops::RopeParams& p) {
     timed({Op::rope}, [&] { inner_->rope(p); });
 }

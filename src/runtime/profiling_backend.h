@@ -53,6 +53,9 @@ class ProfilingBackend final : public ops::Backend {
     void reserve_matmul_inputs(int64_t elems) override { inner_->reserve_matmul_inputs(elems); }
 
     void rms_norm(const ops::RmsNormParams& p) override;
+    void residual_norms(const ops::ResidualNormsParams& p) override;
+    int64_t prepared_tokens() const override { return inner_->prepared_tokens(); }
+    size_t prepared_bytes(int64_t rows, int64_t n) const override { return inner_->prepared_bytes(rows, n); }
     void rope(const ops::RopeParams& p) override;
     void matmul(const ops::MatmulParams& p) override;
     void matmul_multi(const ops::MultiMatmulParams& p) override;

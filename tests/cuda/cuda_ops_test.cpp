@@ -102,6 +102,78 @@ TEST_F(CudaOps, RmsNormWithWeightAndResidual) {
     }
 }
 
+// residual_norms on the device (one kernel for rows of a multiple of 4 up to 8192
+// values on 16-byte boundaries, else the rms_norm sequence) against the CPU's
+// sequence: one and two branches, 0 or 3 outputs (one without weight, one scaled),
+// the layer scalar, and a misaligned case.
+TEST_F(CudaOps, ResidualNormsMatchCpu) {
+    for (int64_t n : {6, 256, 2816, 8192, 8196}) {
+        for (int64_t rows : {1, 3, 64}) {
+            for (int branches = 1; branches <= 2; ++branches) {
+                for (int n_out : {0, 3}) {
+                    for (int64_t shift : {0, 1}) {  // shift 1: rows off 16-byte boundaries
+                        if (shift == 1 && (n != 2816 || rows != 3)) continue;
+                        const size_t rn = static_cast<size_t>(rows * n);
+                        const auto x = randn(rn + 1, 2.0f), b0 = randn(rn + 1, 5.0f), b1 = randn(rn + 1, 0.5f);
+                        const auto w0 = randn(static_cast<size_t>(n)), w1 = randn(static_cast<size_t>(n)),
+                                   ws = randn(static_cast<size_t>(n)), wy = randn(static_cast<size_t>(n));
+                        ops::ResidualNormsParams p;
+                        p.rows = rows;
+                        p.n = n;
+                        p.n_branch = branches;
+                        p.scale = 0.75f;
+                        p.n_out = n_out;
+                        for (int j = 0; j < n_out; ++j) p.out_scale[j] = j == 2 ? 0.125f : 1.0f;
+                        // CPU reference.
+                        std::vector<float> cx = x, cb0 = b0, cb1 = b1;
+                        std::vector<std::vector<float>> cy(3, std::vector<float>(rn + 1));
+                        ops::ResidualNormsParams c = p;
+                        c.x = cx.data() + shift;
+                        c.b[0] = cb0.data() + shift;
+                        c.w[0] = w0.data();
+                        if (branches == 2) {
+                            c.b[1] = cb1.data() + shift;
+                            c.w[1] = w1.data();
+                            c.sum_w = ws.data();
+                        }
+                        for (int j = 0; j < n_out; ++j) {
+                            c.y[j] = cy[static_cast<size_t>(j)].data() + shift;
+                            c.out_w[j] = j == 1 ? nullptr : wy.data();
+                        }
+                        cpu->residual_norms(c);
+                        // Device.
+                        float* dx = dev(x);
+                        ops::ResidualNormsParams g = p;
+                        g.x = dx + shift;
+                        g.b[0] = dev(b0) + shift;
+                        g.w[0] = dev(w0);
+                        if (branches == 2) {
+                            g.b[1] = dev(b1) + shift;
+                            g.w[1] = dev(w1);
+                            g.sum_w = dev(ws);
+                        }
+                        const float* dwy = dev(wy);
+                        std::vector<float*> dy(3);
+                        for (int j = 0; j < n_out; ++j) {
+                            dy[static_cast<size_t>(j)] = gpu->alloc_array<float>(rn + 1);
+                            g.y[j] = dy[static_cast<size_t>(j)] + shift;
+                            g.out_w[j] = j == 1 ? nullptr : dwy;
+                        }
+                        gpu->residual_norms(g);
+                        const std::string what = "n=" + std::to_string(n) + " rows=" + std::to_string(rows) +
+                                                 " branches=" + std::to_string(branches) +
+                                                 " outputs=" + std::to_string(n_out) + " shift=" + std::to_string(shift);
+                        EXPECT_LT(rel_err(host(dx, rn + 1), cx), 1e-6) << what << " (x)";
+                        for (int j = 0; j < n_out; ++j)
+                            EXPECT_LT(rel_err(host(dy[static_cast<size_t>(j)], rn + 1), cy[static_cast<size_t>(j)]), 1e-6)
+                                << what << " (output " << j << ")";
+                    }
+                }
+            }
+        }
+    }
+}
+
 // The fused head norm + RoPE and the output scale, against the CPU's fused ops.
 TEST_F(CudaOps, RmsNormFusedScaleAndRope) {
     const int64_t T = 3, heads = 4;
@@ -392,6 +464,117 @@ TEST_F(CudaOps, MatmulMultiEqualsSeparateMatmuls) {
     EXPECT_THROW(gpu->matmul_multi(bad), Error);
     bad.n = 0;
     EXPECT_THROW(gpu->matmul_multi(bad), Error);
+}
+
+// Prepared matmul inputs (ops/prepared.h): residual_norms and GEGLU write the 8-bit
+// form of their outputs, and matmuls (plain, multi, grouped by expert) given it
+// return exactly what they return when they quantize the rows themselves. The
+// producers' f32 outputs do not change either. Producers run their fused kernels
+// and (misaligned rows) the fallbacks.
+TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
+    ASSERT_EQ(gpu->prepared_tokens(), 16);
+    EXPECT_EQ(gpu32->prepared_tokens(), 0);  // the f32 precision has no integer GEMV
+    EXPECT_EQ(gpu->prepared_bytes(4, 100), 0u);  // widths of a multiple of 32 only
+    EXPECT_EQ(cpu->prepared_tokens(), 0);
+    const int64_t H = 2816, F = 704, E = 8, K = 4;
+    const auto [wq, wrb] = random_quantized(GgmlType::Q4_K, 96, H, 0.05f);
+    const auto [w6, w6rb] = random_quantized(GgmlType::Q6_K, 40, H, 0.05f);
+    const auto [wd, wdrb] = random_quantized(GgmlType::Q5_0, E * 64, F, 0.05f);
+    const ops::WeightView q4{GgmlType::Q4_K, H, 96, wrb, dev(wq)}, q6{GgmlType::Q6_K, H, 40, w6rb, dev(w6)};
+    const ops::WeightView down{GgmlType::Q5_0, F, 64, wdrb, dev(wd)};
+    for (int64_t T : {1, 3, 16}) {
+        for (int64_t shift : {0, 1}) {
+            const std::string what = "T=" + std::to_string(T) + " shift=" + std::to_string(shift);
+            const size_t rn = static_cast<size_t>(T * H);
+            // residual_norms -> y (plain and prepared) -> matmul and matmul_multi.
+            const auto x0 = randn(rn + 1), b0 = randn(rn + 1, 3.0f), wn = randn(static_cast<size_t>(H));
+            float *dx = dev(x0), *dy = gpu->alloc_array<float>(rn + 1), *dy2 = gpu->alloc_array<float>(rn + 1);
+            void* yp = gpu->alloc(gpu->prepared_bytes(T, H));
+            ops::ResidualNormsParams r;
+            r.x = dx + shift;
+            r.rows = T;
+            r.n = H;
+            r.b[0] = dev(b0) + shift;
+            r.w[0] = dev(wn);
+            r.n_out = 2;
+            r.y[0] = dy + shift;
+            r.out_w[0] = r.w[0];
+            r.y[1] = dy2 + shift;
+            r.out_w[1] = r.w[0];
+            r.y_prep[1] = yp;
+            gpu->residual_norms(r);
+            ASSERT_EQ(host(dy, rn + 1), host(dy2, rn + 1)) << what;
+            std::vector<float*> y(4);
+            for (auto& p : y) p = gpu->alloc_array<float>(static_cast<size_t>(T * 96));
+            ops::MatmulParams m{q4, dy + shift, y[0], T};
+            gpu->matmul(m);
+            m.y = y[1];
+            m.x_prep = yp;
+            gpu->matmul(m);
+            EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[1], static_cast<size_t>(T * 96))) << what;
+            ops::MultiMatmulParams mm;
+            mm.x = dy + shift;
+            mm.n_tokens = T;
+            mm.n = 2;
+            mm.w[0] = q4;
+            mm.w[1] = q6;
+            mm.y[0] = y[2];
+            mm.y[1] = gpu->alloc_array<float>(static_cast<size_t>(T * 40));
+            gpu->matmul_multi(mm);
+            const auto plain6 = host(mm.y[1], static_cast<size_t>(T * 40));
+            mm.x_prep = yp;
+            mm.y[0] = y[3];
+            gpu->matmul_multi(mm);
+            EXPECT_EQ(host(y[2], static_cast<size_t>(T * 96)), host(y[3], static_cast<size_t>(T * 96))) << what;
+            EXPECT_EQ(host(mm.y[1], static_cast<size_t>(T * 40)), plain6) << what;
+            EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[2], static_cast<size_t>(T * 96))) << what;
+            // The matmul really reads the prepared rows: zeroed, they give zeros.
+            gpu->fill_zero(yp, gpu->prepared_bytes(T, H));
+            m.y = y[1];
+            gpu->matmul(m);
+            EXPECT_EQ(host(y[1], static_cast<size_t>(T * 96)), std::vector<float>(static_cast<size_t>(T * 96), 0.0f));
+
+            // GEGLU over the experts' gate_up rows -> grouped down projection.
+            if (shift == 1) continue;
+            const auto ids = random_routing(rng, T, K, E);
+            const int64_t n = T * K;
+            std::vector<int32_t> off(E + 1), rows(static_cast<size_t>(n)), slot(static_cast<size_t>(n));
+            cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
+            const auto gu = randn(static_cast<size_t>(n * 2 * F));
+            float* dgu = dev(gu);
+            ops::GegluParams g;
+            g.gate = dgu;
+            g.up = dgu + F;
+            g.rows = n;
+            g.n = F;
+            g.gate_stride = 2 * F;
+            g.up_stride = 2 * F;
+            g.out_stride = F;
+            g.out = gpu->alloc_array<float>(static_cast<size_t>(n * F));
+            gpu->geglu(g);
+            const auto plain_g = host(g.out, static_cast<size_t>(n * F));
+            void* gp = gpu->alloc(gpu->prepared_bytes(n, F));
+            g.out_prep = gp;
+            gpu->geglu(g);
+            EXPECT_EQ(host(g.out, static_cast<size_t>(n * F)), plain_g) << what;
+            ops::MoeMatmulParams e;
+            e.w = down;
+            e.expert_bytes = wdrb * 64;
+            e.n_experts = E;
+            e.offsets = dev(off);
+            e.x = g.out;
+            e.n_rows = n;
+            e.y = gpu->alloc_array<float>(static_cast<size_t>(n * 64));
+            gpu->moe_matmul(e);
+            const auto plain_e = host(e.y, static_cast<size_t>(n * 64));
+            e.x_prep = gp;
+            gpu->moe_matmul(e);
+            EXPECT_EQ(host(e.y, static_cast<size_t>(n * 64)), plain_e) << what;
+            gpu->fill_zero(gp, gpu->prepared_bytes(n, F));
+            gpu->moe_matmul(e);
+            EXPECT_EQ(host(e.y, static_cast<size_t>(n * 64)), std::vector<float>(static_cast<size_t>(n * 64), 0.0f));
+        }
+    }
 }
 
 // Grouping, grouped expert matmuls (device-only GEMV path, and the tensor-core

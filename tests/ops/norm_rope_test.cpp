@@ -54,6 +54,89 @@ TEST(RmsNorm, MatchesReferenceAllVariants) {
     }
 }
 
+// ops::ResidualNormsParams in double: h from the branch(es), x = (x + h)·scale,
+// y[j] = rmsnorm(x; w_j)·s_j. Returns x followed by the outputs.
+std::vector<double> ref_residual_norms(const ops::ResidualNormsParams& p, const std::vector<float>& x0,
+                                       const std::vector<float>& b0, const std::vector<float>& b1) {
+    const int64_t n = p.n;
+    std::vector<double> out(size_t((1 + p.n_out) * p.rows * n));
+    auto inv_rms = [&](const double* v) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < n; ++i) ss += v[i] * v[i];
+        return 1.0 / std::sqrt(ss / double(n) + double(p.eps));
+    };
+    std::vector<double> h(static_cast<size_t>(n)), t(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+    for (int64_t r = 0; r < p.rows; ++r) {
+        for (int64_t i = 0; i < n; ++i) t[i] = b0[r * n + i];
+        double inv = inv_rms(t.data());
+        for (int64_t i = 0; i < n; ++i) h[i] = t[i] * inv * p.w[0][i];
+        if (p.n_branch == 2) {
+            for (int64_t i = 0; i < n; ++i) t[i] = b1[r * n + i];
+            inv = inv_rms(t.data());
+            for (int64_t i = 0; i < n; ++i) h[i] += t[i] * inv * p.w[1][i];
+            inv = inv_rms(h.data());
+            for (int64_t i = 0; i < n; ++i) h[i] = h[i] * inv * p.sum_w[i];
+        }
+        for (int64_t i = 0; i < n; ++i) x[i] = (x0[r * n + i] + h[i]) * p.scale;
+        for (int64_t i = 0; i < n; ++i) out[r * n + i] = x[i];
+        inv = inv_rms(x.data());
+        for (int j = 0; j < p.n_out; ++j)
+            for (int64_t i = 0; i < n; ++i)
+                out[((1 + j) * p.rows + r) * n + i] =
+                    x[i] * inv * (p.out_w[j] ? double(p.out_w[j][i]) : 1.0) * p.out_scale[j];
+    }
+    return out;
+}
+
+// The default residual_norms (the rms_norm sequence) against the double reference:
+// one and two branches, 0-3 outputs with and without weights, a layer scalar.
+TEST(ResidualNorms, DefaultMatchesReference) {
+    for (int64_t n : {7, 256, 2816}) {
+        for (int64_t rows : {1, 5}) {
+            for (int branches = 1; branches <= 2; ++branches) {
+                for (int n_out = 0; n_out <= ops::ResidualNormsParams::kMaxOut; ++n_out) {
+                    const uint32_t seed = uint32_t(n * 31 + rows * 7 + branches * 3 + n_out);
+                    const auto x0 = randn(size_t(rows * n), seed, 2.0f), b0 = randn(size_t(rows * n), seed + 1, 5.0f),
+                               b1 = randn(size_t(rows * n), seed + 2, 0.5f);
+                    const auto w0 = randn(size_t(n), seed + 3), w1 = randn(size_t(n), seed + 4),
+                               ws = randn(size_t(n), seed + 5), wy = randn(size_t(n), seed + 6);
+                    // One buffer: x, the outputs, then the two branches (b0 is scratch).
+                    const size_t rn = size_t(rows * n);
+                    std::vector<float> buf((3 + n_out) * rn, 0.0f);
+                    std::copy(x0.begin(), x0.end(), buf.begin());
+                    std::copy(b0.begin(), b0.end(), buf.begin() + long((1 + n_out) * rn));
+                    std::copy(b1.begin(), b1.end(), buf.begin() + long((2 + n_out) * rn));
+                    ops::ResidualNormsParams p;
+                    p.rows = rows;
+                    p.n = n;
+                    p.n_branch = branches;
+                    p.w[0] = w0.data();
+                    p.w[1] = branches == 2 ? w1.data() : nullptr;
+                    p.sum_w = branches == 2 ? ws.data() : nullptr;
+                    p.scale = 0.75f;
+                    p.n_out = n_out;
+                    for (int j = 0; j < n_out; ++j) {
+                        p.out_w[j] = j == 1 ? nullptr : wy.data();  // output 1: no weight
+                        p.out_scale[j] = j == 2 ? 0.125f : 1.0f;
+                    }
+                    auto got = run_both(buf, [&](ops::Backend& be, float* y) {
+                        ops::ResidualNormsParams q = p;
+                        q.x = y;
+                        for (int j = 0; j < n_out; ++j) q.y[j] = y + (1 + j) * rn;
+                        q.b[0] = y + (1 + n_out) * rn;
+                        q.b[1] = branches == 2 ? y + (2 + n_out) * rn : nullptr;
+                        be.residual_norms(q);
+                    });
+                    const auto ref = ref_residual_norms(p, x0, b0, b1);
+                    got.resize(ref.size());  // x and the outputs
+                    EXPECT_LT(rel_err_rows(got, ref, size_t(n)), 2e-6)
+                        << "n=" << n << " rows=" << rows << " branches=" << branches << " outputs=" << n_out;
+                }
+            }
+        }
+    }
+}
+
 TEST(RmsNorm, EpsMattersAndZeroRowsIsNoop) {
     std::vector<float> x(16, 0.0f), y(16, 5.0f);
     ops::RmsNormParams p;

@@ -6,6 +6,7 @@
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
 #include "core/progress.h"
 
@@ -141,6 +142,17 @@ public:
     }
 
     void rms_norm(const ops::RmsNormParams& p) override { launch_rms_norm(p, stream_); }
+    void residual_norms(const ops::ResidualNormsParams& p) override {
+        ops::check_residual_norms(p);
+        if (launch_residual_norms(p, stream_)) return;
+        Backend::residual_norms(p);
+        for (int j = 0; j < p.n_out; ++j)  // a producer given a prepared buffer fills it
+            if (p.y_prep[j] != nullptr) launch_quantize_q8(p.y[j], p.n, p.rows, p.n, p.y_prep[j], stream_);
+    }
+    int64_t prepared_tokens() const override { return env_.precision == MatmulPrecision::bf16 ? kGemvTokens : 0; }
+    size_t prepared_bytes(int64_t rows, int64_t n) const override {
+        return rows > 0 && n > 0 && n % 32 == 0 ? q8_workspace_bytes(rows, n) : 0;
+    }
     void rope(const ops::RopeParams& p) override { launch_rope(p, stream_); }
     void matmul(const ops::MatmulParams& p) override { launch_matmul(p, env_, stream_); }
     void matmul_multi(const ops::MultiMatmulParams& p) override { launch_matmul_multi(p, env_, stream_); }

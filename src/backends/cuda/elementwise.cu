@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/q8.cuh"
 
 namespace hf2q::cuda {
 namespace {
@@ -114,6 +116,120 @@ __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
     }
 }
 
+// Two block-wide sums at once (one pair of barriers).
+__device__ float2 block_sum2(float2 v, float2* shared) {
+    for (int o = 16; o > 0; o >>= 1) {
+        v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+        v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    float2 total = make_float2(0.0f, 0.0f);
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) {
+        total.x += shared[w].x;
+        total.y += shared[w].y;
+    }
+    __syncthreads();
+    return total;
+}
+
+__device__ __forceinline__ float sum_sq(float4 v) {
+    return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+}
+
+// Element-wise over float4 lanes.
+template <class F>
+__device__ __forceinline__ float4 map4(float4 a, float4 b, F f) {
+    return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
+}
+
+// ops::ResidualNormsParams, one block per row held in registers as in
+// rms_norm_row_kernel: branch norm(s), residual update, output norms, with three
+// (two branches) or two block reductions and one pass over memory. Each element
+// step is rounded on its own, in the order of the rms_norm sequence it replaces.
+// Outputs with a prepared buffer are also quantized for the integer GEMV: 8
+// consecutive threads hold a 32-value block (blockDim is a multiple of 32).
+__global__ void residual_norms_kernel(ops::ResidualNormsParams p) {
+    pdl_begin();
+    __shared__ float2 shared[32];
+    const int64_t r = blockIdx.x, n4 = p.n / 4;
+    const float inv_n = 1.0f / static_cast<float>(p.n);
+    auto vec = [&](const float* base, int64_t i) { return reinterpret_cast<const float4*>(base)[i]; };
+    auto at = [&](const float* base, int64_t i) { return vec(base + r * p.n, i); };
+    auto index = [&](int k) { return threadIdx.x + static_cast<int64_t>(k) * blockDim.x; };
+    const bool two = p.n_branch == 2;
+    float4 h[kRowVecs], x[kRowVecs], b1[kRowVecs];
+    float2 ss = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int k = 0; k < kRowVecs; ++k) {
+        const int64_t i = index(k);
+        if (i >= n4) continue;
+        h[k] = at(p.b[0], i);
+        x[k] = at(p.x, i);
+        ss.x += sum_sq(h[k]);
+        if (two) {
+            b1[k] = at(p.b[1], i);
+            ss.y += sum_sq(b1[k]);
+        }
+    }
+    ss = block_sum2(ss, shared);
+    const float inv0 = 1.0f / sqrtf(ss.x * inv_n + p.eps), inv1 = 1.0f / sqrtf(ss.y * inv_n + p.eps);
+    const auto normed = [](float inv) { return [inv](float v, float w) { return __fmul_rn(__fmul_rn(v, inv), w); }; };
+    float ssh = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kRowVecs; ++k) {
+        const int64_t i = index(k);
+        if (i >= n4) continue;
+        h[k] = map4(h[k], vec(p.w[0], i), normed(inv0));
+        if (two) {
+            h[k] = map4(h[k], map4(b1[k], vec(p.w[1], i), normed(inv1)), [](float a, float b) { return __fadd_rn(a, b); });
+            ssh += sum_sq(h[k]);
+        }
+    }
+    float invh = inv0;  // one branch: h is already normed
+    if (two) invh = 1.0f / sqrtf(block_sum2(make_float2(ssh, 0.0f), shared).x * inv_n + p.eps);
+    float ssx = 0.0f;
+    float4* xo = reinterpret_cast<float4*>(p.x + r * p.n);
+#pragma unroll
+    for (int k = 0; k < kRowVecs; ++k) {
+        const int64_t i = index(k);
+        if (i >= n4) continue;
+        const float4 hk = two ? map4(h[k], vec(p.sum_w, i), normed(invh)) : h[k];
+        x[k] = map4(x[k], hk, [&](float a, float v) {
+            const float s = __fadd_rn(a, v);
+            return p.scale != 1.0f ? __fmul_rn(s, p.scale) : s;
+        });
+        xo[i] = x[k];
+        ssx += sum_sq(x[k]);
+    }
+    if (p.n_out == 0) return;
+    const float invx = 1.0f / sqrtf(block_sum2(make_float2(ssx, 0.0f), shared).x * inv_n + p.eps);
+    for (int j = 0; j < p.n_out; ++j) {
+        float4* y = reinterpret_cast<float4*>(p.y[j] + r * p.n);
+        const float* w = p.out_w[j];
+        const float s = p.out_scale[j];
+        const bool prep = p.y_prep[j] != nullptr;
+        const Q8View yq = q8_view(p.y_prep[j], p.rows, p.n);
+#pragma unroll
+        for (int k = 0; k < kRowVecs; ++k) {
+            const int64_t i = index(k);
+            const bool in = i < n4;
+            float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (in) {
+                const float4 wk = w ? vec(w, i) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+                o = map4(x[k], wk, [&](float v, float wi) {
+                    float a = __fmul_rn(v, invx);
+                    if (w) a = __fmul_rn(a, wi);
+                    return s != 1.0f ? __fmul_rn(a, s) : a;
+                });
+                y[i] = o;
+            }
+            if (prep) quantize_q8_values({o.x, o.y, o.z, o.w}, in, yq, r, p.n, i);  // whole warp
+        }
+    }
+}
+
 __global__ void rope_kernel(ops::RopeParams p) {
     pdl_begin();
     const int64_t half = p.head_dim / 2;
@@ -133,6 +249,27 @@ __global__ void rope_kernel(ops::RopeParams p) {
 __device__ __forceinline__ float gelu_tanh(float u) {
     const float k = 0.7978845608028654f;  // sqrt(2/pi)
     return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
+}
+
+// GEGLU that also writes the prepared form of its output (ops/prepared.h): 4
+// values per thread, 8 threads per 32-value block; the values are geglu_kernel's.
+__global__ void geglu_q8_kernel(ops::GegluParams p, int64_t gs, int64_t us, int64_t os) {
+    pdl_begin();
+    const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, per_row = p.n / 4;
+    const bool in = g < p.rows * per_row;  // whole 8-thread groups are in or out
+    const int64_t r = in ? g / per_row : 0, c = in ? g % per_row : 0;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (in) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int64_t i = 4 * c + k;
+            float a = gelu_tanh(p.gate[r * gs + i]);
+            if (p.up) a *= p.up[r * us + i];
+            p.out[r * os + i] = a;
+            v[k] = a;
+        }
+    }
+    quantize_q8_values(v, in, q8_view(p.out_prep, p.rows, p.n), r, p.n, c);
 }
 
 __global__ void geglu_kernel(ops::GegluParams p, int64_t gs, int64_t us, int64_t os) {
@@ -179,6 +316,21 @@ void launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t s) {
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
+bool launch_residual_norms(const ops::ResidualNormsParams& p, cudaStream_t s) {
+    const int64_t n4 = p.n / 4;
+    for (int j = 0; j < p.n_out; ++j) HF2Q_ASSERT(p.y_prep[j] == nullptr || p.n % 32 == 0);
+    bool ok = p.n % 4 == 0 && n4 <= int64_t{kRowVecs} * 1024 && aligned16(p.x) && aligned16(p.sum_w);
+    for (int k = 0; k < p.n_branch; ++k) ok = ok && aligned16(p.b[k]) && aligned16(p.w[k]);
+    for (int j = 0; j < p.n_out; ++j) ok = ok && aligned16(p.y[j]) && aligned16(p.out_w[j]);
+    if (!ok) return false;
+    if (p.rows <= 0) return true;
+    const int64_t per_thread = (n4 + kRowVecs - 1) / kRowVecs;
+    const int threads = static_cast<int>(std::max<int64_t>(32, (per_thread + 31) / 32 * 32));
+    launch(residual_norms_kernel, static_cast<unsigned>(p.rows), threads, 0, s, p);
+    HF2Q_CUDA_LAUNCH_CHECK();
+    return true;
+}
+
 void launch_rope(const ops::RopeParams& p, cudaStream_t s) {
     const int64_t n = p.n_tokens * p.n_heads * (p.head_dim / 2);
     if (n <= 0) return;
@@ -189,6 +341,13 @@ void launch_rope(const ops::RopeParams& p, cudaStream_t s) {
 void launch_geglu(const ops::GegluParams& p, cudaStream_t s) {
     const int64_t n = p.rows * p.n;
     if (n <= 0) return;
+    if (p.out_prep != nullptr) {
+        HF2Q_ASSERT(p.n % 32 == 0);
+        launch(geglu_q8_kernel, grid_1d(n / 4, kThreads), kThreads, 0, s, p, p.gate_stride ? p.gate_stride : p.n,
+               p.up_stride ? p.up_stride : p.n, p.out_stride ? p.out_stride : p.n);
+        HF2Q_CUDA_LAUNCH_CHECK();
+        return;
+    }
     launch(geglu_kernel, grid_1d(n, kThreads), kThreads, 0, s, p, p.gate_stride ? p.gate_stride : p.n,
                                                            p.up_stride ? p.up_stride : p.n,
                                                            p.out_stride ? p.out_stride : p.n);

@@ -11,6 +11,10 @@
 
 namespace hf2q::cuda {
 
+// Up to this many tokens the GEMV (weights streamed once per 8 tokens, re-read from
+// L1/L2 for further tokens) beats expanding the weights for a tensor-core GEMM.
+constexpr int64_t kGemvTokens = 16;
+
 struct GemvArgs {
     GgmlType type = GgmlType::F32;
     const uint8_t* w = nullptr;   // expert 0 (or the only matrix), n_out rows
@@ -27,6 +31,7 @@ struct GemvArgs {
     const int32_t* offsets = nullptr;  // [n_experts + 1] device, grouped launches
     int64_t n_experts = 0;
     bool x_vec = false;           // set by the launcher: x rows allow 16-byte loads
+    const void* x_prep = nullptr; // the integer GEMV: x rows already quantized (q8.cuh)
 };
 
 // The arguments for y = x · Wᵀ (strides 0 mean dense rows); callers add the rows or
@@ -61,6 +66,9 @@ void launch_gemv(const GemvArgs& a, int64_t max_active_experts, cudaStream_t s);
 size_t q8_workspace_bytes(int64_t rows, int64_t n_in);
 // Whether launch_gemv_q8 can run these arguments with that much scratch.
 bool gemv_q8_supported(const GemvArgs& a, size_t workspace_bytes);
+// Quantizes rows × n values (n a multiple of 32) into `out` (q8_workspace_bytes(rows,
+// n) bytes): the prepared form of ops/prepared.h, for producers without a fused path.
+void launch_quantize_q8(const float* x, int64_t x_stride, int64_t rows, int64_t n, void* out, cudaStream_t s);
 void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s);
 // Up to ops::MultiMatmulParams::kMax dense weights (no offsets) on the same
 // activations (a[i].x, x_stride and n_rows equal): one quantization, one launch per

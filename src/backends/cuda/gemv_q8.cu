@@ -1,6 +1,6 @@
 // Integer matrix-vector products for decode and small batches (llama.cpp's MMVQ
 // recipe, written for this backend): the activations are quantized to 8 bits per
-// 32 values (a scale d and d·Σq, see quantize_group), and each weight unit is
+// 32 values (a scale d and d·Σq, see q8.cuh), and each weight unit is
 // dotted with them by dp4a, four products per instruction.
 //
 // Why not the f32 GEMV (gemv.cu)? At one token that kernel reads 4 bytes of
@@ -23,6 +23,7 @@
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/gemv.h"
 #include "backends/cuda/grouping.cuh"
+#include "backends/cuda/q8.cuh"
 #include "ops/matmul.h"
 
 namespace hf2q::cuda {
@@ -35,17 +36,6 @@ struct XRow {
     const int8_t* q;
     const float2* ds;
 };
-
-// The workspace holds the int8 values of all rows, then (256-byte aligned) the
-// per-32 scales and sums.
-struct Q8View {
-    int8_t* q = nullptr;   // [rows][n_in]
-    float2* ds = nullptr;  // [rows][n_in / 32]
-};
-
-size_t q8_scales_offset(int64_t rows, int64_t n_in) {
-    return (static_cast<size_t>(rows) * static_cast<size_t>(n_in) + 255) / 256 * 256;
-}
 
 // Weight bytes are read once: bypass L1 so the activations stay there.
 __device__ __forceinline__ uint4 ld_weights16(const uint8_t* p) {
@@ -301,44 +291,10 @@ struct Unit<GgmlType::Q4_0> : BlockUnit {
 };
 
 // Activations are quantized (row r reads x row x_rows[r] when given) by 8 threads
-// per 32 values, 4 values each. d = amax / 127, q = round(x / d), and the block
-// carries (d, d·Σq): the Q4_K/Q5_K min terms then multiply the same rounded
-// activations as the scale terms, so the whole product is exactly Σ w·x̂ (with the
-// sum of the unrounded values the min term's error is not cancelled: 3× larger).
-// One 32-value block by 8 lanes of a warp (4 values each; every lane of the warp
-// takes part in the shuffles, `in` says whether this lane's group is real). Lane 0
-// of the group writes (d, d·Σq) to *ds.
-__device__ __forceinline__ void quantize_group(const float* src, bool in, bool vec, uint32_t* q_out, float2* ds,
-                                               bool first) {
-    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (in) {
-        if (vec) {
-            const float4 f = *reinterpret_cast<const float4*>(src);
-            v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-        } else {
-#pragma unroll
-            for (int k = 0; k < 4; ++k) v[k] = src[k];
-        }
-    }
-    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-#pragma unroll
-    for (int off = 1; off < 8; off <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-    const float d = amax / 127.0f;
-    uint32_t packed = 0;
-    int qsum = 0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        const int q = d > 0.0f ? __float2int_rn(v[k] / d) : 0;
-        packed |= static_cast<uint32_t>(q & 0xff) << (8 * k);
-        qsum += q;
-    }
-#pragma unroll
-    for (int off = 1; off < 8; off <<= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, off);
-    if (!in) return;
-    *q_out = packed;
-    if (first) *ds = make_float2(d, d * static_cast<float>(qsum));
-}
-
+// per 32 values, 4 values each (q8.cuh). The blocks carry (d, d·Σq): the Q4_K/Q5_K
+// min terms then multiply the same rounded activations as the scale terms, so the
+// whole product is exactly Σ w·x̂ (with the sum of the unrounded values the min
+// term's error is not cancelled: 3× larger).
 __global__ void quantize_q8_kernel(const float* x, int64_t x_stride, const int32_t* x_rows, int64_t rows,
                                    int64_t n_in, bool x_vec, Q8View out) {
     pdl_begin();
@@ -347,8 +303,17 @@ __global__ void quantize_q8_kernel(const float* x, int64_t x_stride, const int32
     const bool in = g < rows * per_row;  // whole 8-thread groups are in or out
     const int64_t r = in ? g / per_row : 0, c = in ? g % per_row : 0;
     const float* src = x + (x_rows ? static_cast<int64_t>(x_rows[r]) : r) * x_stride + 4 * c;
-    quantize_group(src, in, x_vec, reinterpret_cast<uint32_t*>(out.q + r * n_in) + c,
-                   out.ds + r * (n_in / 32) + c / 8, c % 8 == 0);
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (in) {
+        if (x_vec) {
+            const float4 f = *reinterpret_cast<const float4*>(src);
+            v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) v[k] = src[k];
+        }
+    }
+    quantize_q8_values(v, in, out, r, n_in, c);
 }
 
 // Up to three weights multiplied by the same quantized activations in one launch
@@ -477,15 +442,31 @@ namespace {
 
 // Quantizes a's activation rows (gathered through a.x_rows) into the workspace.
 Q8View quantize_activations(const GemvArgs& a, int8_t* workspace, cudaStream_t s) {
-    Q8View xq;
-    xq.q = workspace;
-    xq.ds = reinterpret_cast<float2*>(workspace + q8_scales_offset(a.n_rows, a.n_in));
+    // Rows already in this form (ops/prepared.h): valid for the routed rows only
+    // when no gather applies.
+    if (a.x_prep != nullptr && a.x_rows == nullptr) return q8_view(const_cast<void*>(a.x_prep), a.n_rows, a.n_in);
+    const Q8View xq = q8_view(workspace, a.n_rows, a.n_in);
     const bool x_vec = x_rows_vec16(a);
     launch(quantize_q8_kernel, grid_1d(a.n_rows * a.n_in / 4, 256), 256, 0, s, a.x, a.x_stride, a.x_rows, a.n_rows,
                                                                             a.n_in, x_vec, xq);
     HF2Q_CUDA_LAUNCH_CHECK();
     return xq;
 }
+
+}  // namespace
+
+void launch_quantize_q8(const float* x, int64_t x_stride, int64_t rows, int64_t n, void* out, cudaStream_t s) {
+    if (rows <= 0) return;
+    HF2Q_ASSERT(n % 32 == 0);
+    GemvArgs a;
+    a.x = x;
+    a.x_stride = x_stride;
+    a.n_rows = rows;
+    a.n_in = n;
+    quantize_activations(a, static_cast<int8_t*>(out), s);
+}
+
+namespace {
 
 // One activation row per pass when rows are single (decode; experts with one routed
 // token on average), else eight over two weight rows per warp.

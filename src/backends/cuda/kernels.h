@@ -31,6 +31,9 @@ struct AttentionWorkspace {
 };
 
 void launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t s);
+// One kernel for the whole op where rows fit in registers (n % 4 == 0, n <= 8192,
+// 16-byte aligned rows); false otherwise (the caller runs the rms_norm sequence).
+bool launch_residual_norms(const ops::ResidualNormsParams& p, cudaStream_t s);
 void launch_rope(const ops::RopeParams& p, cudaStream_t s);
 void launch_geglu(const ops::GegluParams& p, cudaStream_t s);
 void launch_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);

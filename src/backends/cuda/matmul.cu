@@ -16,10 +16,6 @@
 namespace hf2q::cuda {
 namespace {
 
-// Up to this many tokens the GEMV (weights streamed once per 8 tokens, re-read from
-// L1/L2 for further tokens) beats expanding the weights for a tensor-core GEMM.
-constexpr int64_t kGemvTokens = 16;
-
 template <GgmlType T>
 __global__ void get_rows_kernel(ops::GetRowsParams p) {
     pdl_begin();
@@ -75,6 +71,7 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_tokens <= kGemvTokens) {
         GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
         a.n_rows = p.n_tokens;
+        a.x_prep = p.x_prep;
         launch_any_gemv(a, 1, env, s);
         return;
     }
@@ -95,6 +92,7 @@ void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaSt
         for (int i = 0; i < p.n; ++i) {
             a[i] = gemv_args(p.w[i], p.x, p.x_stride, p.y[i], p.y_stride[i]);
             a[i].n_rows = p.n_tokens;
+            a[i].x_prep = p.x_prep;
             q8 = q8 && gemv_q8_supported(a[i], env.ws->q8_bytes);
         }
         if (q8) {  // the activations quantized once for all weights

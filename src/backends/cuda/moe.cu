@@ -124,6 +124,7 @@ void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream
     a.offsets = p.offsets;
     a.n_experts = p.n_experts;
     a.n_rows = p.n_rows;
+    a.x_prep = p.x_prep;
     launch_any_gemv(a, std::min(p.n_rows, p.n_experts), env, s);
 }
 

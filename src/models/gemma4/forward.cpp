@@ -38,6 +38,8 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
     if (c.is_moe()) {
         const int64_t K = c.n_expert_used;
         router_logits_ = buf(T * c.n_expert);
+        router_in_ = buf(T * H);
+        moe_in_ = buf(T * H);
         route_w_ = buf(T * K);
         route_ids_ = be.alloc_array<int32_t>(sz(T * K));
         xe_ = buf(T * H);
@@ -53,6 +55,16 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         route_w_host_.resize(sz(T * K));
         expert_rows_host_.resize(sz(T * K));
         expert_w_host_.resize(sz(T * K));
+    }
+    prep_tokens_ = std::min(T, be.prepared_tokens());
+    if (prep_tokens_ > 0) {
+        auto prepared = [&](int64_t rows, int64_t n) {
+            const size_t bytes = be.prepared_bytes(rows, n);
+            return bytes > 0 ? be.alloc(bytes) : nullptr;
+        };
+        cur_prep_ = prepared(prep_tokens_, H);
+        gate_prep_ = prepared(prep_tokens_, ff);
+        if (c.is_moe()) ge_prep_ = prepared(prep_tokens_ * c.n_expert_used, c.n_ff_exp);
     }
     out_rows_ = buf(kHeadChunk * H);
     logits_ = buf(kHeadChunk * c.n_vocab);
@@ -154,12 +166,29 @@ void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, const Head
 void Forward::layers(const BatchView& b, const std::vector<LayerKv>& kv) {
     embed(b);
     if (c_.has_ple()) per_layer_inputs(b);
+    const int64_t T = b.n_tokens;
+    // Each layer's input norm rides on the previous layer's last residual update
+    // (residual_update); the first one runs on its own.
+    ops::RmsNormParams n;
+    n.x = x_;
+    n.y = cur_;
+    n.w = w_.layers[0].attn_norm;
+    n.rows = T;
+    n.n = c_.n_embd;
+    n.eps = c_.rms_eps;
+    be_.rms_norm(n);
     for (int64_t il = 0; il < c_.n_layer; ++il) {
         const LayerWeights& l = w_.layers[sz(il)];
+        const float* next_norm = il + 1 < c_.n_layer ? w_.layers[sz(il + 1)].attn_norm : nullptr;
         attention(il, b, kv);
-        // The layer scalar rides on the last norm of the layer.
-        feed_forward(il, b.n_tokens, c_.has_ple() ? 1.0f : l.output_scale);
-        if (c_.has_ple()) ple(il, b.n_tokens, l.output_scale);
+        mlp_inputs(l, T);
+        // The layer scalar rides on the last residual update of the layer.
+        if (c_.has_ple()) {
+            feed_forward(il, T, 1.0f, nullptr);
+            ple(il, T, l.output_scale, next_norm);
+        } else {
+            feed_forward(il, T, l.output_scale, next_norm);
+        }
     }
 }
 

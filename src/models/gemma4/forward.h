@@ -45,6 +45,8 @@ struct BatchView {
     int64_t block_size = 0;
     const int32_t* out_rows = nullptr;  // [n_out] token indices whose logits are wanted
     int64_t n_out = 0;
+    // Host-side bound: every pos[t] < max_keys (0: unknown). See ops::AttentionParams.
+    int64_t max_keys = 0;
 };
 
 // Where run() puts the results of the output rows, in host memory: with
@@ -81,11 +83,13 @@ private:
     void embed(const BatchView& b);
     void per_layer_inputs(const BatchView& b);
     void attention(int64_t il, const BatchView& b, const std::vector<LayerKv>& kv);
+    void mlp_inputs(const LayerWeights& l, int64_t T);
+    void residual_update(float* branch, const float* w, float out_scale, const float* next_norm, int64_t T);
     void dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void moe(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float* out);
-    void feed_forward(int64_t il, int64_t T, float out_scale);
-    void ple(int64_t il, int64_t T, float out_scale);
+    void feed_forward(int64_t il, int64_t T, float out_scale, const float* next_norm);
+    void ple(int64_t il, int64_t T, float out_scale, const float* next_norm);
     void head(const BatchView& b, const HeadOutput& out);
     void head_rows(const BatchView& b, int64_t r0, int64_t n, DecodeOutputs mode);
     void head_logits(const BatchView& b, int64_t r0, int64_t n);
@@ -93,8 +97,9 @@ private:
     void layers(const BatchView& b, const std::vector<LayerKv>& kv);
     // y = x · Wᵀ for T rows; reports x to the observer first. `name` is the GGUF
     // tensor name without "blk.N." (layer il < 0: a global tensor).
+    // x_prep: x in the backend's prepared form, or nullptr (ops/prepared.h).
     void project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x, float* y,
-                 int64_t T, int64_t y_stride = 0);
+                 int64_t T, int64_t y_stride = 0, const void* x_prep = nullptr);
     // Several projections of the same x (q/k/v, gate/up) as one backend call, which
     // prepares x once (quantized or converted on a device); with an observer, one
     // project() each so it sees every weight's input.
@@ -103,7 +108,13 @@ private:
         const char* name;
         float* y;
     };
-    void project_multi(std::initializer_list<Projection> list, int64_t il, const float* x, int64_t T);
+    void project_multi(std::initializer_list<Projection> list, int64_t il, const float* x, int64_t T,
+                       const void* x_prep = nullptr);
+    // The prepared-form buffer `buf` for rows of n values in a batch of T tokens, or
+    // nullptr where the backend prepares no such inputs.
+    void* prep(void* buf, int64_t T, int64_t n) const {
+        return buf != nullptr && T <= prep_tokens_ && be_.prepared_bytes(T, n) > 0 ? buf : nullptr;
+    }
     float* buf(int64_t n) { return be_.alloc_array<float>(static_cast<size_t>(n)); }
 
     const Config& c_;
@@ -128,6 +139,11 @@ private:
     float *gate_, *up_;                       // [T][max n_ff]
     float *pl_ = nullptr, *pl_tok_ = nullptr, *pl_gate_ = nullptr;  // PLE [T][L·P], [T][L·P], [T][P]
     float *router_logits_ = nullptr, *route_w_ = nullptr;  // [T][E], [T][k]
+    float *router_in_ = nullptr, *moe_in_ = nullptr;       // [T][H] normed router / expert inputs
+    // Prepared forms (ops/prepared.h) of cur_, gate_ and ge_, for batches of up to
+    // prep_tokens_ tokens (0: the backend prepares none).
+    int64_t prep_tokens_ = 0;
+    void *cur_prep_ = nullptr, *gate_prep_ = nullptr, *ge_prep_ = nullptr;
     int32_t* route_ids_ = nullptr;            // [T][k]
     float *xe_ = nullptr, *gu_ = nullptr, *ge_ = nullptr, *ye_ = nullptr;  // [T·k] grouped expert rows
     int32_t* expert_rows_ = nullptr;          // [T·k] token rows grouped by expert

@@ -52,7 +52,7 @@ ops::GegluParams expert_geglu(float* gu, float* out, int64_t rows, int64_t Fe) {
 }  // namespace
 
 void Forward::project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x,
-                      float* y, int64_t T, int64_t y_stride) {
+                      float* y, int64_t T, int64_t y_stride, const void* x_prep) {
     if (observer_) {
         const std::string full = il < 0 ? std::string(name) : "blk." + std::to_string(il) + "." + name;
         const float* host = x;
@@ -63,17 +63,21 @@ void Forward::project(const ops::WeightView& w, const char* name, int64_t il, in
         }
         observer_(full, expert, host, T, w.n_in);
     }
-    be_.matmul(linear(w, x, y, T, y_stride));
+    ops::MatmulParams p = linear(w, x, y, T, y_stride);
+    p.x_prep = x_prep;
+    be_.matmul(p);
 }
 
-void Forward::project_multi(std::initializer_list<Projection> list, int64_t il, const float* x, int64_t T) {
+void Forward::project_multi(std::initializer_list<Projection> list, int64_t il, const float* x, int64_t T,
+                            const void* x_prep) {
     if (observer_ || list.size() == 1) {
-        for (const Projection& p : list) project(p.w, p.name, il, -1, x, p.y, T);
+        for (const Projection& p : list) project(p.w, p.name, il, -1, x, p.y, T, 0, x_prep);
         return;
     }
     ops::MultiMatmulParams m;
     m.x = x;
     m.n_tokens = T;
+    m.x_prep = x_prep;
     for (const Projection& p : list) {
         HF2Q_ASSERT(m.n < ops::MultiMatmulParams::kMax);
         m.w[m.n] = p.w;
@@ -83,12 +87,13 @@ void Forward::project_multi(std::initializer_list<Projection> list, int64_t il, 
     be_.matmul_multi(m);
 }
 
-// x += rmsnorm(o_proj(attn(q, K, V)); post_attention_norm), with
-// q = rope(rmsnorm_h(a·Wqᵀ; q_norm)), k = rope(rmsnorm_h(a·Wkᵀ; k_norm)),
-// v = rmsnorm_h(a·Wvᵀ) (no weight; V = raw K projection on K=V layers), a = rmsnorm(x).
+// tmp = o_proj(attn(q, K, V)), with q = rope(rmsnorm_h(a·Wqᵀ; q_norm)),
+// k = rope(rmsnorm_h(a·Wkᵀ; k_norm)), v = rmsnorm_h(a·Wvᵀ) (no weight; V = raw K
+// projection on K=V layers), a = cur = rmsnorm(x; attn_norm) (computed by the
+// previous residual update). mlp_inputs() adds tmp to the residual.
 void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerKv>& kv) {
     const LayerWeights& l = w_.layers[sz(il)];
-    const int64_t T = b.n_tokens, H = c_.n_embd, hd = c_.head_dim(il);
+    const int64_t T = b.n_tokens, hd = c_.head_dim(il);
     const int64_t nh = c_.n_head, nkv = c_.kv_heads(il);
     const int group = c_.is_sliding(il) ? kSlidingGroup : kFullGroup;
     const float* inv_freq = c_.is_sliding(il) ? inv_freq_swa_ : inv_freq_full_;
@@ -102,15 +107,16 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
         n.rope_heads = heads;
         be_.rms_norm(n);
     };
-    be_.rms_norm(norm(x_, cur_, l.attn_norm, T, H, eps));
     const Projection pq{l.attn_q, "attn_q.weight", q_}, pk{l.attn_k, "attn_k.weight", k_},
         pv{l.attn_v, "attn_v.weight", v_};
+    // cur_prep_ is cur_ prepared by the previous layer's last residual update.
+    const void* xp = il > 0 ? prep(cur_prep_, T, c_.n_embd) : nullptr;
     if (!c_.has_kv(il))
-        project_multi({pq}, il, cur_, T);
+        project_multi({pq}, il, cur_, T, xp);
     else if (l.attn_v.empty())
-        project_multi({pq, pk}, il, cur_, T);
+        project_multi({pq, pk}, il, cur_, T, xp);
     else
-        project_multi({pq, pk, pv}, il, cur_, T);
+        project_multi({pq, pk, pv}, il, cur_, T, xp);
     norm_rope(q_, l.attn_q_norm, nh);
 
     if (c_.has_kv(il)) {
@@ -150,39 +156,86 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     a.table_len = b.table_len[group];
     a.window = static_cast<int32_t>(c_.window(il));
     a.scale = 1.0f;  // QK-norm replaces 1/√d
+    a.max_keys = b.max_keys;
     be_.attention(a);
 
     project(l.attn_output, "attn_output.weight", il, -1, attn_, tmp_, T);
-    be_.rms_norm(norm(tmp_, x_, l.post_attention_norm, T, H, eps, x_));
 }
 
-// out = down(gelu_tanh(gate(a)) ⊙ up(a)), a = rmsnorm(x; ffn_norm).
+// x += rmsnorm(tmp; post_attention_norm), then the inputs of the MLP blocks from
+// the updated x, in one residual_norms op: cur = rmsnorm(x; ffn_norm) and, on MoE
+// layers, the router's rmsnorm(x) ⊙ router scale / √H and the experts'
+// rmsnorm(x; pre_ffw_norm_2).
+void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
+    const int64_t H = c_.n_embd;
+    ops::ResidualNormsParams r;
+    r.x = x_;
+    r.rows = T;
+    r.n = H;
+    r.eps = c_.rms_eps;
+    r.b[0] = tmp_;
+    r.w[0] = l.post_attention_norm;
+    r.y[0] = cur_;
+    r.out_w[0] = l.ffn_norm;
+    r.y_prep[0] = prep(cur_prep_, T, c_.n_embd);
+    r.n_out = 1;
+    if (c_.is_moe()) {
+        r.y[1] = router_in_;
+        r.out_w[1] = l.ffn_gate_inp_scale;
+        r.out_scale[1] = 1.0f / std::sqrt(static_cast<float>(H));
+        r.y[2] = moe_in_;
+        r.out_w[2] = l.pre_ffw_norm_2;
+        r.n_out = 3;
+    }
+    be_.residual_norms(r);
+}
+
+// x = (x + rmsnorm(branch; w)) · out_scale, then cur = rmsnorm(x; next_norm) (the
+// next layer's input) when next_norm is given.
+void Forward::residual_update(float* branch, const float* w, float out_scale, const float* next_norm, int64_t T) {
+    ops::ResidualNormsParams r;
+    r.x = x_;
+    r.rows = T;
+    r.n = c_.n_embd;
+    r.eps = c_.rms_eps;
+    r.b[0] = branch;
+    r.w[0] = w;
+    r.scale = out_scale;
+    if (next_norm) {
+        r.y[0] = cur_;
+        r.out_w[0] = next_norm;
+        r.y_prep[0] = prep(cur_prep_, T, c_.n_embd);
+        r.n_out = 1;
+    }
+    be_.residual_norms(r);
+}
+
+// out = down(gelu_tanh(gate(a)) ⊙ up(a)), a = cur = rmsnorm(x; ffn_norm) (mlp_inputs).
 void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out) {
-    const int64_t H = c_.n_embd, F = c_.n_ff[sz(il)];
-    be_.rms_norm(norm(x_, cur_, l.ffn_norm, T, H, c_.rms_eps));
-    project_multi({{l.ffn_gate, "ffn_gate.weight", gate_}, {l.ffn_up, "ffn_up.weight", up_}}, il, cur_, T);
+    const int64_t F = c_.n_ff[sz(il)];
+    project_multi({{l.ffn_gate, "ffn_gate.weight", gate_}, {l.ffn_up, "ffn_up.weight", up_}}, il, cur_, T,
+                  prep(cur_prep_, T, c_.n_embd));
     ops::GegluParams g;
     g.gate = gate_;
     g.up = up_;
     g.out = gate_;
     g.rows = T;
     g.n = F;
+    g.out_prep = prep(gate_prep_, T, F);
     be_.geglu(g);
-    project(l.ffn_down, "ffn_down.weight", il, -1, gate_, out, T);
+    project(l.ffn_down, "ffn_down.weight", il, -1, gate_, out, T, 0, g.out_prep);
 }
 
 // Routed experts: router on the un-normed residual x (rmsnorm without weight,
-// ⊙ router scale, / √H), softmax top-k with per-expert scales; each expert runs on
-// the rows routed to it (input rmsnorm(x; pre_ffw_norm_2)), and every token sums
+// ⊙ router scale, / √H: router_in), softmax top-k with per-expert scales; each
+// expert runs on the rows routed to it (input moe_in = rmsnorm(x; pre_ffw_norm_2),
+// both from mlp_inputs), and every token sums
 // its k weighted expert outputs in slot order. The grouping by expert stays in
 // backend memory; only large batches on a device backend read the group offsets on
 // the host (one synchronisation per layer) to size tensor-core launches.
 void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, Fe = c_.n_ff_exp;
-    ops::RmsNormParams rn = norm(x_, cur_, l.ffn_gate_inp_scale, T, H, c_.rms_eps);
-    rn.out_scale = 1.0f / std::sqrt(static_cast<float>(H));
-    be_.rms_norm(rn);
-    project(l.ffn_gate_inp, "ffn_gate_inp.weight", il, -1, cur_, router_logits_, T);
+    project(l.ffn_gate_inp, "ffn_gate_inp.weight", il, -1, router_in_, router_logits_, T);
     ops::MoeRouteParams rp;
     rp.logits = router_logits_;
     rp.expert_scale = l.down_exps_scale;
@@ -192,7 +245,6 @@ void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     rp.n_experts = E;
     rp.k = K;
     be_.moe_route(rp);
-    be_.rms_norm(norm(x_, cur_, l.pre_ffw_norm_2, T, H, c_.rms_eps));
     if (observer_) {
         moe_per_expert(l, il, T, out);
         return;
@@ -214,7 +266,8 @@ void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
         be_.download(moe_offsets_host_.data(), moe_offsets_, sz(E + 1) * sizeof(int32_t));
         host_offsets = moe_offsets_host_.data();
     }
-    auto experts = [&](const ExpertWeights& w, const int32_t* x_rows, const float* x, float* y, int64_t ys) {
+    auto experts = [&](const ExpertWeights& w, const int32_t* x_rows, const float* x, float* y, int64_t ys,
+                       const void* x_prep = nullptr) {
         ops::MoeMatmulParams m;
         m.w = w.first;
         m.expert_bytes = w.expert_bytes;
@@ -226,16 +279,19 @@ void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
         m.y = y;
         m.y_stride = ys;
         m.n_rows = T * K;
+        m.x_prep = x_prep;
         be_.moe_matmul(m);
     };
     if (!l.gate_up_exps.empty()) {
-        experts(l.gate_up_exps, expert_rows_, cur_, gu_, 2 * Fe);
+        experts(l.gate_up_exps, expert_rows_, moe_in_, gu_, 2 * Fe);
     } else {
-        experts(l.gate_exps, expert_rows_, cur_, gu_, 2 * Fe);
-        experts(l.up_exps, expert_rows_, cur_, gu_ + Fe, 2 * Fe);
+        experts(l.gate_exps, expert_rows_, moe_in_, gu_, 2 * Fe);
+        experts(l.up_exps, expert_rows_, moe_in_, gu_ + Fe, 2 * Fe);
     }
-    be_.geglu(expert_geglu(gu_, ge_, T * K, Fe));
-    experts(l.down_exps, nullptr, ge_, ye_, H);
+    ops::GegluParams eg = expert_geglu(gu_, ge_, T * K, Fe);
+    eg.out_prep = prep(ge_prep_, T, Fe);
+    be_.geglu(eg);
+    experts(l.down_exps, nullptr, ge_, ye_, H, eg.out_prep);
     ops::MoeCombineParams cb;
     cb.y = ye_;
     cb.y_stride = H;
@@ -278,7 +334,7 @@ void Forward::moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float
         if (n == 0) continue;
         const int32_t ie = static_cast<int32_t>(e);
         ops::GatherRowsParams g;
-        g.src = cur_;
+        g.src = moe_in_;
         g.src_stride = H;
         g.dst = xe_;
         g.dst_stride = H;
@@ -309,26 +365,42 @@ void Forward::moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float
 
 // Dense: x += rmsnorm(mlp; post_ffw_norm).
 // MoE:   x += rmsnorm(rmsnorm(mlp; post_ffw_norm_1) + rmsnorm(experts; post_ffw_norm_2); post_ffw_norm).
-// Then x ·= out_scale (the layer scalar, fused into the last norm when it ends the layer).
-void Forward::feed_forward(int64_t il, int64_t T, float out_scale) {
+// Then x ·= out_scale (the layer scalar) and cur = rmsnorm(x; next_norm), all in one
+// residual_norms op.
+void Forward::feed_forward(int64_t il, int64_t T, float out_scale, const float* next_norm) {
     const LayerWeights& l = w_.layers[sz(il)];
-    const int64_t H = c_.n_embd;
-    const float eps = c_.rms_eps;
     dense_mlp(l, il, T, tmp_);
-    if (c_.is_moe()) {
-        be_.rms_norm(norm(tmp_, tmp_, l.post_ffw_norm_1, T, H, eps));
-        moe(l, il, T, tmp2_);
-        be_.rms_norm(norm(tmp2_, tmp_, l.post_ffw_norm_2, T, H, eps, tmp_));  // tmp += norm(experts)
+    if (!c_.is_moe()) {
+        residual_update(tmp_, l.post_ffw_norm, out_scale, next_norm, T);
+        return;
     }
-    ops::RmsNormParams n = norm(tmp_, x_, l.post_ffw_norm, T, H, eps, x_);
-    n.out_scale = out_scale;
-    be_.rms_norm(n);
+    moe(l, il, T, tmp2_);
+    ops::ResidualNormsParams r;
+    r.x = x_;
+    r.rows = T;
+    r.n = c_.n_embd;
+    r.eps = c_.rms_eps;
+    r.n_branch = 2;
+    r.b[0] = tmp_;
+    r.w[0] = l.post_ffw_norm_1;
+    r.b[1] = tmp2_;
+    r.w[1] = l.post_ffw_norm_2;
+    r.sum_w = l.post_ffw_norm;
+    r.scale = out_scale;
+    if (next_norm) {
+        r.y[0] = cur_;
+        r.out_w[0] = next_norm;
+        r.y_prep[0] = prep(cur_prep_, T, c_.n_embd);
+        r.n_out = 1;
+    }
+    be_.residual_norms(r);
 }
 
-// x += rmsnorm(proj(gelu_tanh(x·W_gateᵀ) ⊙ pl[:, il, :]); post_norm), then x ·= out_scale.
-void Forward::ple(int64_t il, int64_t T, float out_scale) {
+// x += rmsnorm(proj(gelu_tanh(x·W_gateᵀ) ⊙ pl[:, il, :]); post_norm), then x ·= out_scale
+// and cur = rmsnorm(x; next_norm).
+void Forward::ple(int64_t il, int64_t T, float out_scale, const float* next_norm) {
     const LayerWeights& l = w_.layers[sz(il)];
-    const int64_t P = c_.n_embd_per_layer, H = c_.n_embd;
+    const int64_t P = c_.n_embd_per_layer;
     project(l.inp_gate, "inp_gate.weight", il, -1, x_, pl_gate_, T);
     ops::GegluParams g;
     g.gate = pl_gate_;
@@ -339,9 +411,7 @@ void Forward::ple(int64_t il, int64_t T, float out_scale) {
     g.up_stride = c_.n_layer * P;
     be_.geglu(g);
     project(l.proj, "proj.weight", il, -1, pl_gate_, tmp_, T);
-    ops::RmsNormParams n = norm(tmp_, x_, l.post_norm, T, H, c_.rms_eps, x_);
-    n.out_scale = out_scale;
-    be_.rms_norm(n);
+    residual_update(tmp_, l.post_norm, out_scale, next_norm, T);
 }
 
 // logits = softcap(rmsnorm(x[out_rows]; output_norm) · Eᵀ), E the tied embedding,
