@@ -110,6 +110,7 @@ public:
             n.out_scale = scale;
             rms_norm(n);
         };
+        if (p.combine != nullptr) moe_combine(*p.combine);
         if (p.n_branch == 1) {
             run(p.b[0], p.x, p.w[0], p.x, p.scale);
         } else {
@@ -120,6 +121,41 @@ public:
         for (int j = 0; j < p.n_out; ++j) run(p.x, p.y[j], p.out_w[j], nullptr, p.out_scale[j]);
     }
     virtual void rope(const RopeParams& p) = 0;
+    // Default: the rms_norm (with RoPE) and kv_store sequence ops/rope.h describes.
+    virtual void attention_inputs(const AttentionInputsParams& p) {
+        check_attention_inputs(p);
+        if (p.n_tokens == 0) return;
+        auto norm = [&](const float* x, float* y, const float* w, int64_t heads, bool rope) {
+            RmsNormParams n;
+            n.x = x;
+            n.y = y;
+            n.w = w;
+            n.rows = p.n_tokens * heads;
+            n.n = p.head_dim;
+            n.eps = p.eps;
+            if (rope) {
+                n.rope_inv_freq = p.rope_inv_freq;
+                n.rope_pos = p.pos;
+                n.rope_heads = heads;
+            }
+            rms_norm(n);
+        };
+        norm(p.q, p.q, p.q_w, p.n_heads, true);
+        if (!p.store) return;
+        norm(p.v_from_k ? p.k : p.v, p.v, nullptr, p.n_kv_heads, false);
+        norm(p.k, p.k, p.k_w, p.n_kv_heads, true);
+        KvStoreParams s;
+        s.k = p.k;
+        s.v = p.v;
+        s.k_pool = p.k_pool;
+        s.v_pool = p.v_pool;
+        s.row = p.n_kv_heads * p.head_dim;
+        s.block_size = p.block_size;
+        s.pos = p.pos;
+        s.tables = p.tables;
+        s.n_tokens = p.n_tokens;
+        kv_store(s);
+    }
     virtual void matmul(const MatmulParams& p) = 0;
     // Default: one matmul per weight (the CPU reference). Checks the shared input width.
     virtual void matmul_multi(const MultiMatmulParams& p) {

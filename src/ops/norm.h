@@ -5,8 +5,9 @@
 
 #include <cstdint>
 
-#include "ops/prepared.h"
 #include "core/error.h"
+#include "ops/moe.h"
+#include "ops/prepared.h"
 
 namespace hf2q::ops {
 
@@ -39,8 +40,10 @@ struct RmsNormParams {
 //   two branches: h = rmsnorm(rmsnorm(b0; w0) + rmsnorm(b1; w1); sum_w)
 //   x = (x + h) · scale
 //   y[j] = rmsnorm(x; out_w[j]) · out_scale[j]   for j < n_out
-// Backend::residual_norms' default runs exactly that sequence of rms_norm calls (so
-// b0 is clobbered: it serves as scratch); a device backend does it in one pass.
+// With `combine` (two branches; combine->out == b1), b1 is first the experts'
+// weighted combine (ops/moe.h), so the MoE layer's combine joins the same pass.
+// Backend::residual_norms' default runs exactly that sequence of ops (so b0 and b1
+// are clobbered: scratch); a device backend does it in one pass.
 struct ResidualNormsParams {
     static constexpr int kMaxOut = 3;
     float* x = nullptr;  // [rows][n] the residual stream, updated in place
@@ -48,9 +51,10 @@ struct ResidualNormsParams {
     int64_t n = 0;
     float eps = 1e-6f;
     int n_branch = 1;                            // 1 or 2
-    float* b[2] = {nullptr, nullptr};            // [rows][n] branch outputs; b[0] is clobbered
+    float* b[2] = {nullptr, nullptr};            // [rows][n] branch outputs (clobbered)
     const float* w[2] = {nullptr, nullptr};      // [n] their norm weights
     const float* sum_w = nullptr;                // [n] norm of the branch sum (two branches only)
+    const MoeCombineParams* combine = nullptr;   // optional: b[1] = this combine (see above)
     float scale = 1.0f;                          // the layer scalar
     int n_out = 0;                               // 0 .. kMaxOut
     float* y[kMaxOut] = {nullptr, nullptr, nullptr};        // [rows][n]; distinct from x and b
@@ -64,6 +68,12 @@ inline void check_residual_norms(const ResidualNormsParams& p) {
     HF2Q_ASSERT(p.n_branch == 1 || p.n_branch == 2);
     for (int k = 0; k < p.n_branch; ++k) HF2Q_ASSERT(p.b[k] != nullptr && p.w[k] != nullptr);
     HF2Q_ASSERT((p.n_branch == 2) == (p.sum_w != nullptr));
+    if (p.combine != nullptr) {
+        const MoeCombineParams& c = *p.combine;
+        HF2Q_ASSERT(p.n_branch == 2 && c.out == p.b[1] && c.n == p.n && c.n_tokens == p.rows && c.k > 0);
+        HF2Q_ASSERT(c.out_stride == p.n);
+        HF2Q_ASSERT(c.y != nullptr && c.slot_of != nullptr && c.weights != nullptr);
+    }
     HF2Q_ASSERT(p.n_out >= 0 && p.n_out <= ResidualNormsParams::kMaxOut);
     for (int j = 0; j < p.n_out; ++j) HF2Q_ASSERT(p.y[j] != nullptr && p.y[j] != p.x);
 }

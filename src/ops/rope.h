@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "core/error.h"
+
 namespace hf2q::ops {
 
 struct RopeParams {
@@ -19,5 +21,43 @@ struct RopeParams {
     int64_t n_heads = 0;
     int64_t head_dim = 0;            // even
 };
+
+// A layer's attention inputs from its raw q/k/v projections, in one op (each step
+// rounded as the RmsNormParams / KvStoreParams it replaces):
+//   q[t][h] = rope(rmsnorm(q[t][h]; q_w))                      in place, every layer
+// and on layers that own a KV cache (store):
+//   k̂ = rope(rmsnorm(k[t][h]; k_w)),  v̂ = rmsnorm(v_src[t][h])  (no weight),
+//   v_src = v, or the raw k on K=V layers (v_from_k),
+//   k̂ and v̂ written to each token's slot of the KV pools (ops/gather.h KvStoreParams).
+// k and v are scratch: their contents afterwards are unspecified (Backend's default,
+// the op sequence, leaves k̂ and v̂ in them).
+struct AttentionInputsParams {
+    float* q = nullptr;          // [n_tokens][n_heads][head_dim]
+    const float* q_w = nullptr;  // [head_dim] or nullptr
+    int64_t n_heads = 0;
+    int64_t n_tokens = 0;
+    int64_t head_dim = 0;        // even
+    float eps = 1e-6f;
+    const float* rope_inv_freq = nullptr;  // [head_dim / 2]
+    const int32_t* pos = nullptr;          // [n_tokens]
+    bool store = false;
+    float* k = nullptr;          // [n_tokens][n_kv_heads][head_dim]
+    const float* k_w = nullptr;  // [head_dim] or nullptr
+    float* v = nullptr;          // [n_tokens][n_kv_heads][head_dim]; with v_from_k, scratch only
+    bool v_from_k = false;
+    int64_t n_kv_heads = 0;
+    float* k_pool = nullptr;
+    float* v_pool = nullptr;
+    int64_t block_size = 0;
+    const int32_t* const* tables = nullptr;  // [n_tokens]
+};
+
+inline void check_attention_inputs(const AttentionInputsParams& p) {
+    HF2Q_ASSERT(p.q != nullptr && p.n_heads > 0 && p.n_tokens >= 0 && p.head_dim > 0 && p.head_dim % 2 == 0);
+    HF2Q_ASSERT(p.rope_inv_freq != nullptr && p.pos != nullptr);
+    if (!p.store) return;
+    HF2Q_ASSERT(p.k != nullptr && p.v != nullptr && p.n_kv_heads > 0 && p.k_pool != nullptr && p.v_pool != nullptr);
+    HF2Q_ASSERT(p.block_size > 0 && p.tables != nullptr);
+}
 
 }  // namespace hf2q::ops

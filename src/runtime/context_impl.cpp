@@ -185,12 +185,13 @@ void ContextImpl::apply_copies(const std::vector<kv::BlockCopy>& copies) {
 }
 
 // Copies the micro-batch's tokens, positions, output rows and block tables into
-// backend buffers and describes them as a BatchView.
+// backend buffers and describes them as a BatchView, with the bound its positions
+// stay below (max_keys).
 gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end) {
     const size_t T = end - begin;
     std::vector<int32_t> seqs;  // distinct sequences in order of first appearance
     std::vector<int32_t> row_of(sz(opts_.n_seq_max), -1);
-    int64_t n_out = 0;
+    int64_t n_out = 0, max_keys = 0;
     for (size_t i = begin; i < end; ++i) {
         const size_t t = i - begin;
         const int32_t seq = batch[i].seq;
@@ -200,6 +201,7 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
         }
         h_tokens_[t] = batch[i].token;
         h_pos_[t] = batch[i].pos;
+        max_keys = std::max<int64_t>(max_keys, int64_t{batch[i].pos} + 1);
         if (batch[i].logits) h_out_rows_[sz(n_out++)] = static_cast<int32_t>(t);
     }
     gemma4::BatchView b;
@@ -230,6 +232,7 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
     b.block_size = opts_.kv_block_size;
     b.out_rows = d_out_rows_;
     b.n_out = n_out;
+    b.max_keys = max_keys;  // sizes the attention work (keys 0 .. max position)
     return b;
 }
 

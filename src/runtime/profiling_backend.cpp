@@ -46,6 +46,10 @@ std::string ProfilingBackend::key_name(const Key& k) {
             return "fill_zero";
         case Op::rms_norm:
             return "rms_norm";
+        case Op::residual_norms:
+            return "residual_norms";
+        case Op::attention_inputs:
+            return "attention_inputs";
         case Op::rope:
             return "rope";
         case Op::matmul:
@@ -115,7 +119,10 @@ void ProfilingBackend::rms_norm(const ops::RmsNormParams& p) {
     timed({Op::rms_norm}, [&] { inner_->rms_norm(p); });
 }
 void ProfilingBackend::residual_norms(const ops::ResidualNormsParams& p) {
-    timed({Op::rms_norm}, [&] { inner_->residual_norms(p); });
+    timed({Op::residual_norms}, [&] { inner_->residual_norms(p); });
+}
+void ProfilingBackend::attention_inputs(const ops::AttentionInputsParams& p) {
+    timed({Op::attention_inputs}, [&] { inner_->attention_inputs(p); });
 }
 void ProfilingBackend::rope(const ops::RopeParams& p) {
     timed({Op::rope}, [&] { inner_->rope(p); });

@@ -54,6 +54,7 @@ class ProfilingBackend final : public ops::Backend {
 
     void rms_norm(const ops::RmsNormParams& p) override;
     void residual_norms(const ops::ResidualNormsParams& p) override;
+    void attention_inputs(const ops::AttentionInputsParams& p) override;
     int64_t prepared_tokens() const override { return inner_->prepared_tokens(); }
     size_t prepared_bytes(int64_t rows, int64_t n) const override { return inner_->prepared_bytes(rows, n); }
     void rope(const ops::RopeParams& p) override;
@@ -86,6 +87,8 @@ class ProfilingBackend final : public ops::Backend {
         download,
         fill_zero,
         rms_norm,
+        residual_norms,
+        attention_inputs,
         rope,
         matmul,
         get_rows,

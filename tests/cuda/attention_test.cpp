@@ -1,6 +1,7 @@
 // CUDA attention (tensor-core tiles, split-KV decode, generic fallback; see
 // src/backends/cuda/attention*.cu) against the CPU reference over a grid of head
-// sizes, GQA ratios, windows, lengths, block sizes and batch shapes, plus a perf mode
+// sizes, GQA ratios, windows, lengths, block sizes, batch shapes and key bounds
+// (ops::AttentionParams::max_keys, which sizes the decode split), plus a perf mode
 // (DISABLED_Perf, run with --gtest_also_run_disabled_tests).
 //
 // Pool slots a query must never read (below every query's window, past the cached
@@ -14,15 +15,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "models/gemma4/forward.h"
 #include "runtime/backend_factory.h"
 
 // The perf mode and the workspace-size tests call the launcher directly (own stream,
@@ -58,13 +62,21 @@ struct Case {
     bool interleave = false;  // tokens round-robin over the sequences instead of back to back
     bool release = false;     // table entries of blocks below every query's window become −1
     float qk_sd = 0.0f;       // 0: chosen so that scores have a standard deviation of ~3
+    int64_t max_keys = 0;     // key bound passed to both backends (0: unknown)
     std::string label() const {
-        char b[160];
-        std::snprintf(b, sizeof b, "D=%lld gqa=%lld kv=%lld bs=%lld w=%d seqs=%zu%s%s",
+        char b[192];
+        std::snprintf(b, sizeof b,
+                      "D=%lld gqa=%lld kv=%lld bs=%lld w=%d seqs=%zu%s%s max_keys=%lld",
                       (long long)head_dim, (long long)gqa, (long long)n_kv_heads,
                       (long long)block_size, window, seqs.size(), interleave ? " interleaved" : "",
-                      release ? " released" : "");
+                      release ? " released" : "", (long long)max_keys);
         return b;
+    }
+    // Exact bound of the batch's positions: its longest sequence.
+    int64_t exact_max_keys() const {
+        int64_t m = 0;
+        for (const Seq& q : seqs) m = std::max(m, q.ctx);
+        return m;
     }
 };
 
@@ -237,6 +249,7 @@ class CudaAttention : public ::testing::Test {
                                         dev(s.k_pool), dev(s.v_pool), c.block_size,
                                         dev(s.pos),    dev(dtabs),    dev(s.table_len),
                                         c.window,      1.0f,          s.n_blocks};
+        b.host.max_keys = b.device.max_keys = c.max_keys;
         return b;
     }
 
@@ -266,6 +279,26 @@ class CudaAttention : public ::testing::Test {
                                      : worst_f32[static_cast<int>(c.head_dim)];
         worst = std::max(worst, err);
         return err;
+    }
+
+    // One decode case (f32 paths only) with the GPU run under each key bound in turn
+    // (ops::AttentionParams::max_keys; the CPU reference ignores it), every result
+    // against the one reference.
+    void check_bounds(Case c, std::initializer_list<int64_t> bounds) {
+        const KvSetup s = build(c, rng);
+        ASSERT_FALSE(s.has_long_run) << "decode cases only";
+        std::vector<float> ref;
+        Bound b = bind(c, s, ref);
+        cpu->attention(b.host);
+        for (int64_t bound : bounds) {
+            c.max_keys = b.device.max_keys = bound;
+            gpu->fill_zero(b.dout, s.q.size() * sizeof(float));  // nothing of the last bound
+            gpu->attention(b.device);
+            const double err = rel_err(download(b.dout, s.q.size()), ref);
+            EXPECT_LE(err, kF32Tol) << c.label() << " tokens=" << s.pos.size();
+            double& worst = worst_f32[static_cast<int>(c.head_dim)];
+            worst = std::max(worst, err);
+        }
     }
 
     void TearDown() override {
@@ -433,6 +466,45 @@ TEST_F(CudaAttention, LongContextDecode) {
     check(w);
 }
 
+namespace {
+
+// A decode layer of Gemma 4's shapes at head size D: 256 with 8 KV heads of 2 query
+// heads, 512 with 2 KV heads of 8; sliding ones see 1024 keys (blocks below released).
+Case decode_layer(int64_t D, bool sliding, std::vector<Seq> seqs) {
+    Case c;
+    c.head_dim = D;
+    c.n_kv_heads = D == 256 ? 8 : 2;
+    c.gqa = D == 256 ? 2 : 8;
+    c.window = sliding ? 1024 : 0;
+    c.release = sliding;
+    c.seqs = std::move(seqs);
+    c.interleave = true;
+    return c;
+}
+
+}  // namespace
+
+// Decode with a key bound (ops::AttentionParams::max_keys), which only sizes the
+// key-range split: exact, rounded up to the bucket the forward pass records graphs
+// with, wrong (too small: 1 and about half the longest sequence, which leave fewer
+// splits than the keys need) and huge all give the reference result to the tolerance
+// of the unbounded run. One token (a handful of keys, at a bucket edge, past the
+// window) and sequences of different lengths (the short ones' splits mostly empty).
+TEST_F(CudaAttention, DecodeWithKeyBound) {
+    const std::vector<std::vector<Seq>> batches = {
+        {{1, 1}},   {{20, 1}},   {{256, 1}},
+        {{257, 1}}, {{3000, 1}}, {{5, 1}, {300, 1}, {1500, 1}, {40, 1}, {2048, 1}, {17, 1}},
+    };
+    for (int64_t D : {256, 512})
+        for (bool sliding : {true, false})
+            for (const auto& seqs : batches) {
+                const Case c = decode_layer(D, sliding, seqs);
+                const int64_t exact = c.exact_max_keys();
+                check_bounds(c, {0, exact, gemma4::Forward::key_bucket(exact), 1, exact / 2 + 1,
+                                 int64_t{1} << 31});
+            }
+}
+
 // Head sizes without a fast kernel run the generic f32 kernel.
 TEST_F(CudaAttention, OtherHeadSizesUseGenericKernel) {
     for (int64_t D : {8, 32, 96, 160})
@@ -531,6 +603,87 @@ TEST_F(CudaAttention, SmallWorkspace) {
 
 namespace {
 
+// What launch_attention records for one call: its kernels, and the largest grid.z
+// among them, which is the number of key-range splits (the split kernel's grid is
+// tokens × head groups × splits; every other kernel's grid.z is 1).
+struct Recorded {
+    size_t kernels = 0;
+    unsigned n_split = 1;
+};
+
+Recorded record_attention(const ops::AttentionParams& p, const cuda::AttentionWorkspace& ws,
+                          cudaStream_t st) {
+    Recorded r;
+    cudaGraph_t g = nullptr;
+    EXPECT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    cuda::launch_attention(p, ws, st);
+    EXPECT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+    size_t n = 0;
+    EXPECT_EQ(cudaGraphGetNodes(g, nullptr, &n), cudaSuccess);
+    std::vector<cudaGraphNode_t> nodes(n);
+    EXPECT_EQ(cudaGraphGetNodes(g, nodes.data(), &n), cudaSuccess);
+    for (cudaGraphNode_t node : nodes) {
+        cudaGraphNodeType type;
+        EXPECT_EQ(cudaGraphNodeGetType(node, &type), cudaSuccess);
+        if (type != cudaGraphNodeTypeKernel) continue;
+        cudaKernelNodeParams kp{};
+        EXPECT_EQ(cudaGraphKernelNodeGetParams(node, &kp), cudaSuccess);
+        ++r.kernels;
+        r.n_split = std::max(r.n_split, kp.gridDim.z);
+    }
+    cudaGraphDestroy(g);
+    return r;
+}
+
+}  // namespace
+
+// The key bound caps the split: at most one split per 2 chunks (kMinChunksPerSplit in
+// attention.cu) of 4096 / D keys of the longest visible range (the window on sliding
+// layers), never more than without a bound; one split launches no combiner. Each
+// bound's result (an eager launch, before the capture that counts) is checked too.
+TEST_F(CudaAttention, KeyBoundCapsSplits) {
+    cudaStream_t st;
+    ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+    const size_t floats = size_t{16} << 20;
+    const cuda::AttentionWorkspace ws{gpu->alloc_array<float>(floats), floats};
+    for (int64_t D : {256, 512})
+        for (bool sliding : {true, false})
+            for (int64_t ctx : {20, 100, 3000}) {
+                const Case c = decode_layer(D, sliding, {{ctx, 1}});
+                const KvSetup s = build(c, rng);
+                std::vector<float> ref;
+                Bound b = bind(c, s, ref);
+                cpu->attention(b.host);
+                unsigned unbounded = 0;
+                for (int64_t bound :
+                     {int64_t{0}, ctx, gemma4::Forward::key_bucket(ctx), int64_t{1}}) {
+                    ops::AttentionParams p = b.device;
+                    p.max_keys = bound;
+                    gpu->fill_zero(b.dout, s.q.size() * sizeof(float));
+                    gpu->synchronize();
+                    cuda::launch_attention(p, ws, st);
+                    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+                    EXPECT_LE(rel_err(download(b.dout, s.q.size()), ref), kF32Tol)
+                        << c.label() << " bound " << bound;
+                    const Recorded r = record_attention(p, ws, st);
+                    if (bound == 0) {
+                        unbounded = r.n_split;
+                        EXPECT_GT(unbounded, 1u) << c.label() << ": one token should split";
+                        continue;
+                    }
+                    const int64_t keys = sliding ? std::min<int64_t>(bound, c.window) : bound;
+                    const int64_t ck = 4096 / D, chunks = (keys + ck - 1) / ck;
+                    const auto want = static_cast<unsigned>(
+                        std::min<int64_t>(unbounded, std::max<int64_t>(1, chunks / 2)));
+                    EXPECT_EQ(r.n_split, want) << c.label() << " bound " << bound;
+                    EXPECT_EQ(r.kernels, want > 1 ? 2u : 1u) << c.label() << " bound " << bound;
+                }
+            }
+    cudaStreamDestroy(st);
+}
+
+namespace {
+
 struct PerfCase {
     const char* name;
     int64_t D, n_heads, n_kv, tokens_per_seq, n_seq, ctx;
@@ -550,6 +703,10 @@ TEST_F(CudaAttention, DISABLED_Perf) {
         {"decode 64 seqs x 1 @1024, D=512, 16/2", 512, 16, 2, 1, 64, 1024, 0},
         {"decode 1 seq @32768, D=512, 16/2", 512, 16, 2, 1, 1, 32768, 0},
         {"decode 1 seq @32768, D=256, 16/8, w 1024", 256, 16, 8, 1, 1, 32768, 1024},
+        {"decode 1 seq @300, D=512, 16/2", 512, 16, 2, 1, 1, 300, 0},
+        {"decode 1 seq @300, D=256, 16/8, w 1024", 256, 16, 8, 1, 1, 300, 1024},
+        {"decode 1 seq @1000, D=512, 16/2", 512, 16, 2, 1, 1, 1000, 0},
+        {"decode 1 seq @3000, D=512, 16/2", 512, 16, 2, 1, 1, 3000, 0},
     };
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -627,6 +784,13 @@ TEST_F(CudaAttention, DISABLED_Perf) {
             const float ms_slow = time_it(slow, pc.tokens_per_seq > 1 ? 1 : 5, ws);
             std::printf("  %-48s %9.1f us  %7.1f TFLOP/s  (generic f32 kernel)\n", "",
                         ms_slow * 1e3, flops / (ms_slow * 1e-3) / 1e12);
+        }
+        if (pc.tokens_per_seq == 1) {  // with the key bound decode graphs record with
+            ops::AttentionParams bounded = b.device;
+            bounded.max_keys = gemma4::Forward::key_bucket(c.exact_max_keys());
+            const float ms_bound = time_it(bounded, iters, ws);
+            std::printf("  %-48s %9.1f us  %7.0f GB/s KV  (key bound %lld)\n", "", ms_bound * 1e3,
+                        kv_bytes / (ms_bound * 1e-3) / 1e9, (long long)bounded.max_keys);
         }
         if (pc.tokens_per_seq == 1) {  // without a workspace: no key-range splits
             const float ms_one = time_it(b.device, iters, cuda::AttentionWorkspace{});

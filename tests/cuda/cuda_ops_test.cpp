@@ -174,6 +174,143 @@ TEST_F(CudaOps, ResidualNormsMatchCpu) {
     }
 }
 
+// residual_norms with the experts' combine as its second branch (MoE layers), on
+// the device (fused) and through the CPU's op sequence.
+TEST_F(CudaOps, ResidualNormsWithCombineMatchCpu) {
+    const int64_t K = 4;
+    for (int64_t n : {256, 2816, 8196}) {
+        for (int64_t rows : {1, 5, 64}) {
+            const size_t rn = static_cast<size_t>(rows * n);
+            const auto x = randn(rn, 2.0f), b0 = randn(rn, 5.0f), y = randn(rn * K);
+            const auto w0 = randn(static_cast<size_t>(n)), w1 = randn(static_cast<size_t>(n)),
+                       ws = randn(static_cast<size_t>(n)), wy = randn(static_cast<size_t>(n)),
+                       cw = randn(static_cast<size_t>(rows * K), 0.3f);
+            std::vector<int32_t> slot(static_cast<size_t>(rows * K));
+            for (size_t i = 0; i < slot.size(); ++i) slot[i] = static_cast<int32_t>((i * 7 + 3) % slot.size());
+            auto params = [&](float* px, float* pb0, float* pb1, const float* pw0, const float* pw1, const float* pws,
+                              float* py, const float* pwy, ops::MoeCombineParams& cb) {
+                cb.y = nullptr;
+                ops::ResidualNormsParams p;
+                p.x = px;
+                p.rows = rows;
+                p.n = n;
+                p.n_branch = 2;
+                p.b[0] = pb0;
+                p.b[1] = pb1;
+                p.w[0] = pw0;
+                p.w[1] = pw1;
+                p.sum_w = pws;
+                p.scale = 0.5f;
+                p.n_out = 1;
+                p.y[0] = py;
+                p.out_w[0] = pwy;
+                cb.y_stride = n;
+                cb.out = pb1;
+                cb.out_stride = n;
+                cb.n_tokens = rows;
+                cb.k = K;
+                cb.n = n;
+                p.combine = &cb;
+                return p;
+            };
+            std::vector<float> cx = x, cb0 = b0, cb1(rn), cy(rn);
+            ops::MoeCombineParams ccb;
+            ops::ResidualNormsParams c = params(cx.data(), cb0.data(), cb1.data(), w0.data(), w1.data(), ws.data(),
+                                                cy.data(), wy.data(), ccb);
+            ccb.y = y.data();
+            ccb.slot_of = slot.data();
+            ccb.weights = cw.data();
+            cpu->residual_norms(c);
+            float *dx = dev(x), *dy = gpu->alloc_array<float>(rn);
+            ops::MoeCombineParams gcb;
+            ops::ResidualNormsParams g = params(dx, dev(b0), gpu->alloc_array<float>(rn), dev(w0), dev(w1), dev(ws), dy,
+                                                dev(wy), gcb);
+            gcb.y = dev(y);
+            gcb.slot_of = dev(slot);
+            gcb.weights = dev(cw);
+            gpu->residual_norms(g);
+            EXPECT_LT(rel_err(host(dx, rn), cx), 1e-6) << "n=" << n << " rows=" << rows << " (x)";
+            EXPECT_LT(rel_err(host(dy, rn), cy), 1e-6) << "n=" << n << " rows=" << rows << " (y)";
+        }
+    }
+}
+
+// attention_inputs on the device (one kernel for head dims of a multiple of 128,
+// else the op sequence) against the CPU's sequence: q in place, k̂/v̂ in the pools
+// at each token's slot, with and without a cache, V from its own projection or from
+// the raw K (K=V layers), GQA ratios 2 and 8.
+TEST_F(CudaOps, AttentionInputsMatchCpu) {
+    const int64_t bs = 4, n_blocks = 8;
+    const std::vector<int32_t> table = {5, 2, 7, 0, 1, 3, 4, 6};
+    for (int64_t D : {64, 128, 256, 512}) {
+        for (auto [nh, nkv] : {std::pair<int64_t, int64_t>{4, 2}, {8, 1}}) {
+            for (int64_t T : {1, 5}) {
+                for (int mode = 0; mode < 3; ++mode) {  // 0: q only, 1: store, 2: store with V = K
+                    const std::string what = "D=" + std::to_string(D) + " nh=" + std::to_string(nh) +
+                                             " T=" + std::to_string(T) + " mode=" + std::to_string(mode);
+                    std::vector<int32_t> pos(static_cast<size_t>(T));
+                    for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(3 + 5 * t);
+                    std::vector<float> f(static_cast<size_t>(D / 2));
+                    for (int64_t k = 0; k < D / 2; ++k)
+                        f[static_cast<size_t>(k)] = k % 4 == 3 ? 0.0f : std::pow(1e4f, -2.0f * k / D);
+                    const auto q = randn(static_cast<size_t>(T * nh * D), 2.0f), k = randn(static_cast<size_t>(T * nkv * D)),
+                               v = randn(static_cast<size_t>(T * nkv * D), 0.5f), qw = randn(static_cast<size_t>(D)),
+                               kw = randn(static_cast<size_t>(D));
+                    const size_t pool = static_cast<size_t>(n_blocks * bs * nkv * D);
+                    // CPU.
+                    std::vector<float> cq = q, ck = k, cv = v, ckp(pool, 7.0f), cvp(pool, 7.0f);
+                    std::vector<const int32_t*> ctab(static_cast<size_t>(T), table.data());
+                    ops::AttentionInputsParams c;
+                    c.q = cq.data();
+                    c.q_w = qw.data();
+                    c.n_heads = nh;
+                    c.n_tokens = T;
+                    c.head_dim = D;
+                    c.rope_inv_freq = f.data();
+                    c.pos = pos.data();
+                    ops::AttentionInputsParams g = c;
+                    if (mode > 0) {
+                        c.store = true;
+                        c.k = ck.data();
+                        c.k_w = kw.data();
+                        c.v = cv.data();
+                        c.v_from_k = mode == 2;
+                        c.n_kv_heads = nkv;
+                        c.k_pool = ckp.data();
+                        c.v_pool = cvp.data();
+                        c.block_size = bs;
+                        c.tables = ctab.data();
+                    }
+                    cpu->attention_inputs(c);
+                    // Device.
+                    float *dq = dev(q), *dkp = dev(std::vector<float>(pool, 7.0f)), *dvp = dev(std::vector<float>(pool, 7.0f));
+                    const int32_t* dtable = dev(table);
+                    g.q = dq;
+                    g.q_w = dev(qw);
+                    g.rope_inv_freq = dev(f);
+                    g.pos = dev(pos);
+                    if (mode > 0) {
+                        g.store = true;
+                        g.k = dev(k);
+                        g.k_w = dev(kw);
+                        g.v = dev(v);
+                        g.v_from_k = mode == 2;
+                        g.n_kv_heads = nkv;
+                        g.k_pool = dkp;
+                        g.v_pool = dvp;
+                        g.block_size = bs;
+                        g.tables = dev(std::vector<const int32_t*>(static_cast<size_t>(T), dtable));
+                    }
+                    gpu->attention_inputs(g);
+                    EXPECT_LT(rel_err(host(dq, q.size()), cq), 1e-6) << what << " (q)";
+                    EXPECT_LT(rel_err(host(dkp, pool), ckp), 1e-6) << what << " (k pool)";
+                    EXPECT_LT(rel_err(host(dvp, pool), cvp), 1e-6) << what << " (v pool)";
+                }
+            }
+        }
+    }
+}
+
 // The fused head norm + RoPE and the output scale, against the CPU's fused ops.
 TEST_F(CudaOps, RmsNormFusedScaleAndRope) {
     const int64_t T = 3, heads = 4;

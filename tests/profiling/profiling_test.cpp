@@ -65,15 +65,18 @@ TEST_P(Profiling, OpKindsAndCallCounts) {
     ASSERT_TRUE(m.count("attention (full)"));
     EXPECT_EQ(m["attention (sliding)"].calls, n_sliding * n_ub);
     EXPECT_EQ(m["attention (full)"].calls, (c.n_layer - n_sliding) * n_ub);
-    for (const char* op : {"rms_norm", "geglu", "kv_store"}) {
+    for (const char* op : {"rms_norm", "residual_norms", "geglu", "attention_inputs"}) {
         EXPECT_TRUE(m.count(op)) << op;
         EXPECT_EQ(m[op].calls % n_ub, 0) << op;
     }
-    // RoPE is fused into the q/k head norms: no separate call.
+    // RoPE and the KV store are fused into attention_inputs, the residual adds and
+    // the norms after them into residual_norms: no separate calls.
     EXPECT_EQ(m.count("rope"), 0u);
-    int64_t stores = 0;
-    for (int64_t il = 0; il < c.n_layer; ++il) stores += c.has_kv(il) ? 1 : 0;
-    EXPECT_EQ(m["kv_store"].calls, stores * n_ub);
+    EXPECT_EQ(m.count("kv_store"), 0u);
+    EXPECT_EQ(m["attention_inputs"].calls, c.n_layer * n_ub);
+    // Per micro-batch: the first layer's input norm, the LM head's norm (every token
+    // wants logits) and on PLE models the per-layer inputs' norm.
+    EXPECT_EQ(m["rms_norm"].calls, n_ub * (c.has_ple() ? 3 : 2));
     EXPECT_TRUE(m.count("get_rows f32"));  // token embeddings
     EXPECT_GT(calls_with_prefix(p, "matmul (batched) f32"), 0);
     if (c.is_moe()) {

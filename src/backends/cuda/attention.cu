@@ -161,6 +161,8 @@ __global__ void attention_plan_kernel(const ops::AttentionParams p, int bm, int*
 // ---- combine ------------------------------------------------------------------
 
 // One block per (token, head): out = Σ_s w_s·acc_s / Σ_s w_s·l_s, w_s = 2^(m_s − M).
+// Splits past the token's keys are empty (l_s = 0, acc_s never written); the first
+// warp lists the others in order, so the sum over the head dimension reads only them.
 __global__ void attention_combine_kernel(const ops::AttentionParams p,
                                          const int* __restrict__ handled, int n_split,
                                          const float* __restrict__ part) {
@@ -171,7 +173,9 @@ __global__ void attention_combine_kernel(const ops::AttentionParams p,
     const int64_t row = t * p.n_heads + h;
     const float* acc = part + row * n_split * D;
     const float* ml = part + p.n_tokens * p.n_heads * n_split * D + row * n_split * 2;
-    __shared__ float w[kMaxSplits];
+    __shared__ float w[kMaxSplits];   // weights of the non-empty splits, in split order
+    __shared__ int live[kMaxSplits];  // their split indices
+    __shared__ int n_live;
     __shared__ float inv_l;
     if (threadIdx.x < 32) {
         // Each lane reads its splits' (m, l) once, all loads before any use: this
@@ -192,26 +196,55 @@ __global__ void attention_combine_kernel(const ops::AttentionParams p,
             if (l[k] > 0.0f) M = fmaxf(M, m[k]);
         for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
         float L = 0.0f;
+        int n = 0;
 #pragma unroll
         for (int k = 0; k < kPerLane; ++k) {
             const int sp = lane + 32 * k;
             const float wk = l[k] > 0.0f ? exp2f(m[k] - M) : 0.0f;  // empty splits: never read acc
-            if (sp < n_split) w[sp] = wk;
+            const bool keep = wk > 0.0f;
+            const unsigned kept = __ballot_sync(0xffffffffu, keep);
+            if (keep) {
+                const int at = n + __popc(kept & ((1u << lane) - 1u));
+                w[at] = wk;
+                live[at] = sp;
+            }
+            n += __popc(kept);
             L += wk * l[k];
         }
         for (int off = 16; off > 0; off >>= 1) L += __shfl_xor_sync(0xffffffffu, L, off);
-        if (lane == 0) inv_l = 1.0f / L;
+        if (lane == 0) {
+            inv_l = 1.0f / L;
+            n_live = n;
+        }
     }
     __syncthreads();
+    const int n = n_live;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
         float o = 0.0f;
-        for (int s = 0; s < n_split; ++s)
-            if (w[s] > 0.0f) o += w[s] * acc[s * D + d];
+        for (int i = 0; i < n; ++i) o += w[i] * acc[live[i] * D + d];
         p.out[row * D + d] = o * inv_l;
     }
 }
 
 // ---- dispatch -----------------------------------------------------------------
+
+// Fewest KV chunks (attn::split_chunk_keys) a split is sized for when the batch's
+// key bound is known. With one chunk a block pays its fixed costs (q rows, key
+// offsets, partials, its share of the combine) for a single 16 KiB load of K and V,
+// and the kernel's double buffer has nothing to overlap; two keep one load in flight
+// behind the math while short contexts still spread over many blocks. Measured on
+// the H200 against 1, 4 and 8 (docs/attention.md): best or close up to ~1000 keys.
+constexpr int64_t kMinChunksPerSplit = 2;
+
+// The most key-range splits worth launching: the chunks of the longest visible key
+// range (max_keys, at most the window on sliding layers), kMinChunksPerSplit per
+// split. Unknown bound (max_keys == 0): kMaxSplits, i.e. no cap.
+int64_t useful_splits(const ops::AttentionParams& p) {
+    if (p.max_keys <= 0) return kMaxSplits;
+    const int64_t keys = p.window > 0 ? std::min<int64_t>(p.max_keys, p.window) : p.max_keys;
+    const int64_t ck = attn::split_chunk_keys(p.head_dim);
+    return std::max<int64_t>(1, (keys + ck - 1) / ck / kMinChunksPerSplit);
+}
 
 int sm_count() {
     int dev = 0, n = 0;
@@ -260,7 +293,8 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     // 3-4. Everything else on the split kernel. A block serves HB query heads of one
     // KV head (the largest power of two ≤ 8 dividing the group) so they share K/V
     // loads; the key range is split until there are ~4 blocks per SM, as far as the
-    // workspace holds the partials.
+    // workspace holds the partials and the batch's key bound leaves each split
+    // kMinChunksPerSplit chunks (short contexts: few splits, a cheap combine or none).
     const int64_t group = p.n_heads / p.n_kv_heads;
     const int hb = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
     const int64_t blocks = p.n_tokens * (p.n_heads / hb);
@@ -270,7 +304,8 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     if (blocks < target && ws.buf != nullptr && ws.floats > used) {
         const size_t per_split = static_cast<size_t>(p.n_tokens * p.n_heads * (D + 2));
         const int64_t fit = static_cast<int64_t>((ws.floats - used) / per_split);
-        const int64_t want = std::min<int64_t>(kMaxSplits, (target + blocks - 1) / blocks);
+        const int64_t want =
+            std::min({int64_t{kMaxSplits}, (target + blocks - 1) / blocks, useful_splits(p)});
         n_split = static_cast<int>(std::max<int64_t>(1, std::min(want, fit)));
     }
     float* part = ws.buf != nullptr ? ws.buf + used : nullptr;

@@ -39,6 +39,13 @@ constexpr int kPlanStride = 1 + 2 * kMaxRuns;
 // Split-KV partials: at most this many key-range splits per (token, head).
 constexpr int kMaxSplits = 128;
 
+// Keys per chunk of the split kernel (CK): a chunk holds CK·head_dim = 4096 floats of
+// K and as many of V (16 KiB each). A split's share of the key range is whole chunks,
+// so the dispatcher sizes the number of splits in these units.
+__host__ __device__ constexpr int split_chunk_keys(int64_t head_dim) {
+    return static_cast<int>(4096 / head_dim);
+}
+
 // Lowest key position visible to a query at position p (ops/attention.h).
 __host__ __device__ inline int32_t window_lo(int32_t p, int32_t window) {
     return window > 0 ? (p - window + 1 > 0 ? p - window + 1 : 0) : 0;

@@ -35,7 +35,7 @@ constexpr int64_t kMaxTokenBlocks = 1024;
 template <int D>
 struct SplitShape {
     static constexpr int kThreads = 128;
-    static constexpr int kKeys = 4096 / D;               // CK: keys per chunk
+    static constexpr int kKeys = split_chunk_keys(D);    // CK: keys per chunk
     static constexpr int kParts = kThreads / kKeys;      // DP: 32-float parts per K row
     static constexpr int kVPhases = kThreads / (D / 4);  // JP: key phases of the P·V threads
     static constexpr int kKLd = D + 4;  // K rows padded: the score phase reads 8 rows at once

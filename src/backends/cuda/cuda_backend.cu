@@ -149,6 +149,10 @@ public:
         for (int j = 0; j < p.n_out; ++j)  // a producer given a prepared buffer fills it
             if (p.y_prep[j] != nullptr) launch_quantize_q8(p.y[j], p.n, p.rows, p.n, p.y_prep[j], stream_);
     }
+    void attention_inputs(const ops::AttentionInputsParams& p) override {
+        ops::check_attention_inputs(p);
+        if (!launch_attention_inputs(p, stream_)) Backend::attention_inputs(p);
+    }
     int64_t prepared_tokens() const override { return env_.precision == MatmulPrecision::bf16 ? kGemvTokens : 0; }
     size_t prepared_bytes(int64_t rows, int64_t n) const override {
         return rows > 0 && n > 0 && n % 32 == 0 ? q8_workspace_bytes(rows, n) : 0;

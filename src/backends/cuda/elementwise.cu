@@ -149,8 +149,10 @@ __device__ __forceinline__ float4 map4(float4 a, float4 b, F f) {
 // (two branches) or two block reductions and one pass over memory. Each element
 // step is rounded on its own, in the order of the rms_norm sequence it replaces.
 // Outputs with a prepared buffer are also quantized for the integer GEMV: 8
-// consecutive threads hold a 32-value block (blockDim is a multiple of 32).
-__global__ void residual_norms_kernel(ops::ResidualNormsParams p) {
+// consecutive threads hold a 32-value block (blockDim is a multiple of 32). With
+// c.k > 0 (p.combine), b1 is the experts' weighted combine, summed here in slot
+// order as moe_combine_kernel does.
+__global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombineParams c) {
     pdl_begin();
     __shared__ float2 shared[32];
     const int64_t r = blockIdx.x, n4 = p.n / 4;
@@ -169,7 +171,18 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p) {
         x[k] = at(p.x, i);
         ss.x += sum_sq(h[k]);
         if (two) {
-            b1[k] = at(p.b[1], i);
+            if (c.k > 0) {
+                float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                for (int64_t j = 0; j < c.k; ++j) {
+                    const int64_t sl = r * c.k + j;
+                    const float wj = c.weights[sl];
+                    const float4 yv = vec(c.y + static_cast<int64_t>(c.slot_of[sl]) * c.y_stride, i);
+                    acc = make_float4(acc.x + wj * yv.x, acc.y + wj * yv.y, acc.z + wj * yv.z, acc.w + wj * yv.w);
+                }
+                b1[k] = acc;
+            } else {
+                b1[k] = at(p.b[1], i);
+            }
             ss.y += sum_sq(b1[k]);
         }
     }
@@ -228,6 +241,64 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p) {
             if (prep) quantize_q8_values({o.x, o.y, o.z, o.w}, in, yq, r, p.n, i);  // whole warp
         }
     }
+}
+
+// ops::AttentionInputsParams: one block per head row (the q heads of every token,
+// then on cache-owning layers the k heads and the v heads), head_dim / 4 threads.
+// Thread j owns the rotation pairs (2j, 2j + 1) and their partners half + 2j, half +
+// 2j + 1, loaded as float2s, so the row stays in registers; the element steps are
+// rms_norm_kernel's. k̂ and v̂ go straight to their pool slots (k and v untouched).
+__global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
+    pdl_begin();
+    __shared__ float shared[32];
+    const int64_t D = p.head_dim, half = D / 2, nq = p.n_tokens * p.n_heads, nk = p.n_tokens * p.n_kv_heads;
+    const int64_t b = blockIdx.x;
+    const float* src;
+    float* dst;
+    const float* w;
+    int64_t t;
+    bool rope = true;
+    if (b < nq) {
+        t = b / p.n_heads;
+        src = p.q + b * D;
+        dst = p.q + b * D;
+        w = p.q_w;
+    } else {
+        const bool is_k = b < nq + nk;
+        const int64_t row = is_k ? b - nq : b - nq - nk;  // token · n_kv_heads + head
+        t = row / p.n_kv_heads;
+        const int32_t pos = p.pos[t];
+        const int64_t slot = static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size + pos % p.block_size;
+        const int64_t at = slot * p.n_kv_heads * D + (row % p.n_kv_heads) * D;
+        src = (is_k || p.v_from_k ? p.k : p.v) + row * D;
+        dst = (is_k ? p.k_pool : p.v_pool) + at;
+        w = is_k ? p.k_w : nullptr;
+        rope = is_k;
+    }
+    const int64_t k0 = 2 * threadIdx.x;
+    float2 lo = *reinterpret_cast<const float2*>(src + k0), hi = *reinterpret_cast<const float2*>(src + half + k0);
+    const float ss = block_sum(lo.x * lo.x + lo.y * lo.y + hi.x * hi.x + hi.y * hi.y, shared);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + p.eps);
+    auto normed = [&](float v, int64_t i) {
+        const float y = __fmul_rn(v, inv);
+        return w ? __fmul_rn(y, w[i]) : y;
+    };
+    lo = make_float2(normed(lo.x, k0), normed(lo.y, k0 + 1));
+    hi = make_float2(normed(hi.x, half + k0), normed(hi.y, half + k0 + 1));
+    if (rope) {
+        const float pf = static_cast<float>(p.pos[t]);
+        auto rotate = [&](float& x0, float& x1, int64_t k) {
+            const float ang = __fmul_rn(pf, p.rope_inv_freq[k]);
+            const float c = cosf(ang), s = sinf(ang);
+            const float y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+            x1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+            x0 = y0;
+        };
+        rotate(lo.x, hi.x, k0);
+        rotate(lo.y, hi.y, k0 + 1);
+    }
+    *reinterpret_cast<float2*>(dst + k0) = lo;
+    *reinterpret_cast<float2*>(dst + half + k0) = hi;
 }
 
 __global__ void rope_kernel(ops::RopeParams p) {
@@ -322,11 +393,28 @@ bool launch_residual_norms(const ops::ResidualNormsParams& p, cudaStream_t s) {
     bool ok = p.n % 4 == 0 && n4 <= int64_t{kRowVecs} * 1024 && aligned16(p.x) && aligned16(p.sum_w);
     for (int k = 0; k < p.n_branch; ++k) ok = ok && aligned16(p.b[k]) && aligned16(p.w[k]);
     for (int j = 0; j < p.n_out; ++j) ok = ok && aligned16(p.y[j]) && aligned16(p.out_w[j]);
+    if (p.combine) ok = ok && aligned16(p.combine->y) && p.combine->y_stride % 4 == 0;
     if (!ok) return false;
     if (p.rows <= 0) return true;
     const int64_t per_thread = (n4 + kRowVecs - 1) / kRowVecs;
     const int threads = static_cast<int>(std::max<int64_t>(32, (per_thread + 31) / 32 * 32));
-    launch(residual_norms_kernel, static_cast<unsigned>(p.rows), threads, 0, s, p);
+    launch(residual_norms_kernel, static_cast<unsigned>(p.rows), threads, 0, s, p,
+           p.combine ? *p.combine : ops::MoeCombineParams{});
+    HF2Q_CUDA_LAUNCH_CHECK();
+    return true;
+}
+
+bool launch_attention_inputs(const ops::AttentionInputsParams& p, cudaStream_t s) {
+    // Rows of a multiple of 128 values (whole warps of head_dim / 4 threads), 8-byte
+    // aligned for the float2 loads.
+    auto a8 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 8 == 0; };
+    const int64_t D = p.head_dim;
+    if (D % 128 != 0 || D > 4096 || !a8(p.q) || (p.store && !(a8(p.k) && a8(p.v) && a8(p.k_pool) && a8(p.v_pool))))
+        return false;
+    const int64_t rows = p.n_tokens * (p.n_heads + (p.store ? 2 * p.n_kv_heads : 0));
+    if (rows <= 0) return true;
+    HF2Q_ASSERT(rows <= 2147483647);
+    launch(attention_inputs_kernel, static_cast<unsigned>(rows), static_cast<unsigned>(D / 4), 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
     return true;
 }

@@ -34,6 +34,9 @@ void launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t s);
 // One kernel for the whole op where rows fit in registers (n % 4 == 0, n <= 8192,
 // 16-byte aligned rows); false otherwise (the caller runs the rms_norm sequence).
 bool launch_residual_norms(const ops::ResidualNormsParams& p, cudaStream_t s);
+// One kernel for head dims of a multiple of 128 (8-byte aligned rows); false
+// otherwise (the caller runs the op sequence).
+bool launch_attention_inputs(const ops::AttentionInputsParams& p, cudaStream_t s);
 void launch_rope(const ops::RopeParams& p, cudaStream_t s);
 void launch_geglu(const ops::GegluParams& p, cudaStream_t s);
 void launch_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);

@@ -123,23 +123,47 @@ void Forward::per_layer_inputs(const BatchView& b) {
     be_.scale(pl_, 1.0f / std::sqrt(2.0f), T * LP);
 }
 
+// The key bound a replayed batch runs with: max_keys rounded up to a power of two,
+// at least 256. A graph recorded with a bucket's bound stays valid (the bound covers
+// every position) for every later batch of the bucket, and a growing context records
+// again only when it doubles, while attention gets a bound within 2x of the truth.
+// Below 256 keys a head's keys are a few chunks whatever the split, and finer buckets
+// would only add recordings (one eager step and one capture each) at the start of
+// every sequence. Past 16384 keys the bound no longer changes the work (the CUDA split
+// kernel's most splits, 128 of ≥ 2 chunks of ≤ 64 keys, are all filled), so longer
+// batches share one bucket, 2^31, above every position: at most 8 graphs per batch
+// shape whatever the context size. 0 (unknown) stays 0.
+int64_t Forward::key_bucket(int64_t max_keys) {
+    constexpr int64_t kMinKeyBucket = 256, kMaxKeyBucket = 16384;
+    if (max_keys <= 0) return 0;
+    if (max_keys > kMaxKeyBucket) return int64_t{1} << 31;  // above every int32 position
+    int64_t bucket = kMinKeyBucket;
+    while (bucket < max_keys) bucket *= 2;
+    return bucket;
+}
+
 // Decode-sized batches (no host synchronisation inside: MoE grouping on the device,
-// one LM-head chunk) replay a graph per (tokens, output rows, output kind) shape: the
-// first batch of a shape runs eagerly (workspaces reach their size), the second
+// one LM-head chunk) replay a graph per (tokens, output rows, output kind, key bucket):
+// the first batch of a key runs eagerly (workspaces reach their size), the second
 // records the graph, later ones only launch it. Batch contents live in the same
-// buffers every step, so the recorded pointers stay valid.
-void Forward::run(const BatchView& b, const std::vector<LayerKv>& kv, const HeadOutput& out) {
-    HF2Q_ASSERT(b.n_tokens > 0 && b.n_tokens <= max_tokens_);
-    HF2Q_ASSERT(b.n_out >= 0 && b.n_out <= b.n_tokens);
-    HF2Q_ASSERT(b.n_out == 0 || (out.mode == DecodeOutputs::logits ? out.logits != nullptr : out.ids != nullptr));
-    const bool replayable =
-        graphs_ && !observer_ && b.n_tokens <= kMoeDeviceTokens && b.n_out <= kHeadChunk && !be_.host_memory();
+// buffers every step, so the recorded pointers stay valid; every run of a key uses
+// the bucket as its key bound, so the eager, recorded and replayed steps split
+// attention alike.
+void Forward::run(const BatchView& batch, const std::vector<LayerKv>& kv, const HeadOutput& out) {
+    HF2Q_ASSERT(batch.n_tokens > 0 && batch.n_tokens <= max_tokens_);
+    HF2Q_ASSERT(batch.n_out >= 0 && batch.n_out <= batch.n_tokens);
+    HF2Q_ASSERT(batch.n_out == 0 ||
+                (out.mode == DecodeOutputs::logits ? out.logits != nullptr : out.ids != nullptr));
+    const bool replayable = graphs_ && !observer_ && batch.n_tokens <= kMoeDeviceTokens &&
+                            batch.n_out <= kHeadChunk && !be_.host_memory();
     if (!replayable) {
-        layers(b, kv);
-        head(b, out);
+        layers(batch, kv);
+        head(batch, out);
         return;
     }
-    const GraphKey key{b.n_tokens, b.n_out, out.mode};
+    BatchView b = batch;
+    b.max_keys = key_bucket(batch.max_keys);
+    const GraphKey key{b.n_tokens, b.n_out, out.mode, b.max_keys};
     auto it = graphs_by_shape_.find(key);
     if (it == graphs_by_shape_.end()) {
         graphs_by_shape_[key] = nullptr;  // seen once: eager

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,10 @@ public:
 
     // Replay decode-sized batches as graphs where the backend has them (default on).
     void enable_graphs(bool on) { graphs_ = on; }
+    // The key bound a replayed batch whose positions are below max_keys runs and is
+    // recorded with (BatchView::max_keys): a power of two ≥ max_keys, at least 256,
+    // one bucket for everything past 16384 (see forward.cpp); 0 (unknown) stays 0.
+    static int64_t key_bucket(int64_t max_keys);
 
     // Rows of logits computed per LM-head call (bounds the logits buffer).
     static constexpr int64_t kHeadChunk = 64;
@@ -86,7 +91,9 @@ private:
     void mlp_inputs(const LayerWeights& l, int64_t T);
     void residual_update(float* branch, const float* w, float out_scale, const float* next_norm, int64_t T);
     void dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out);
-    void moe(const LayerWeights& l, int64_t il, int64_t T, float* out);
+    // The experts' outputs: written to out (per-expert path), or left for the
+    // returned combine into out, which the caller fuses with its norms.
+    std::optional<ops::MoeCombineParams> moe(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float* out);
     void feed_forward(int64_t il, int64_t T, float out_scale, const float* next_norm);
     void ple(int64_t il, int64_t T, float out_scale, const float* next_norm);
@@ -123,11 +130,14 @@ private:
     int64_t max_tokens_;
     MatmulObserver observer_;
     bool graphs_ = true;
-    // A recorded graph replays one batch shape and one kind of output.
+    // A recorded graph replays one batch shape and one kind of output, for batches
+    // whose positions lie below one key bound (key_bucket): attention sizes its work
+    // by that bound when the graph is recorded.
     struct GraphKey {
         int64_t tokens = 0;
         int64_t outputs = 0;
         DecodeOutputs mode = DecodeOutputs::logits;
+        int64_t max_keys = 0;  // key_bucket of the batch's max_keys
         auto operator<=>(const GraphKey&) const = default;
     };
     // Recorded graphs by key; nullptr: shape seen once, not recorded.

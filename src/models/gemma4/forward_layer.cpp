@@ -97,16 +97,6 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     const int64_t nh = c_.n_head, nkv = c_.kv_heads(il);
     const int group = c_.is_sliding(il) ? kSlidingGroup : kFullGroup;
     const float* inv_freq = c_.is_sliding(il) ? inv_freq_swa_ : inv_freq_full_;
-    const float eps = c_.rms_eps;
-
-    // Head norms and RoPE run as one fused op per tensor.
-    auto norm_rope = [&](float* x, const float* w, int64_t heads) {
-        ops::RmsNormParams n = norm(x, x, w, T * heads, hd, eps);
-        n.rope_inv_freq = inv_freq;
-        n.rope_pos = b.pos;
-        n.rope_heads = heads;
-        be_.rms_norm(n);
-    };
     const Projection pq{l.attn_q, "attn_q.weight", q_}, pk{l.attn_k, "attn_k.weight", k_},
         pv{l.attn_v, "attn_v.weight", v_};
     // cur_prep_ is cur_ prepared by the previous layer's last residual update.
@@ -117,27 +107,29 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
         project_multi({pq, pk}, il, cur_, T, xp);
     else
         project_multi({pq, pk, pv}, il, cur_, T, xp);
-    norm_rope(q_, l.attn_q_norm, nh);
-
+    // Head norms, RoPE and (cache-owning layers) the KV store: one op.
+    ops::AttentionInputsParams in;
+    in.q = q_;
+    in.q_w = l.attn_q_norm;
+    in.n_heads = nh;
+    in.n_tokens = T;
+    in.head_dim = hd;
+    in.eps = c_.rms_eps;
+    in.rope_inv_freq = inv_freq;
+    in.pos = b.pos;
     if (c_.has_kv(il)) {
-        if (!l.attn_v.empty()) {
-            be_.rms_norm(norm(v_, v_, nullptr, T * nkv, hd, eps));
-        } else {
-            be_.rms_norm(norm(k_, v_, nullptr, T * nkv, hd, eps));
-        }
-        norm_rope(k_, l.attn_k_norm, nkv);
-        ops::KvStoreParams s;
-        s.k = k_;
-        s.v = v_;
-        s.k_pool = kv[sz(il)].k;
-        s.v_pool = kv[sz(il)].v;
-        s.row = nkv * hd;
-        s.block_size = b.block_size;
-        s.pos = b.pos;
-        s.tables = b.tables[group];
-        s.n_tokens = T;
-        be_.kv_store(s);
+        in.store = true;
+        in.k = k_;
+        in.k_w = l.attn_k_norm;
+        in.v = v_;
+        in.v_from_k = l.attn_v.empty();
+        in.n_kv_heads = nkv;
+        in.k_pool = kv[sz(il)].k;
+        in.v_pool = kv[sz(il)].v;
+        in.block_size = b.block_size;
+        in.tables = b.tables[group];
     }
+    be_.attention_inputs(in);
 
     const LayerKv& src = kv[sz(c_.kv_source[sz(il)])];
     ops::AttentionParams a;
@@ -229,11 +221,12 @@ void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out
 // Routed experts: router on the un-normed residual x (rmsnorm without weight,
 // ⊙ router scale, / √H: router_in), softmax top-k with per-expert scales; each
 // expert runs on the rows routed to it (input moe_in = rmsnorm(x; pre_ffw_norm_2),
-// both from mlp_inputs), and every token sums
-// its k weighted expert outputs in slot order. The grouping by expert stays in
+// both from mlp_inputs), and every token sums its k weighted expert outputs in
+// slot order (the returned combine, run by feed_forward's residual_norms). The
+// grouping by expert stays in
 // backend memory; only large batches on a device backend read the group offsets on
 // the host (one synchronisation per layer) to size tensor-core launches.
-void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
+std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, Fe = c_.n_ff_exp;
     project(l.ffn_gate_inp, "ffn_gate_inp.weight", il, -1, router_in_, router_logits_, T);
     ops::MoeRouteParams rp;
@@ -247,7 +240,7 @@ void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     be_.moe_route(rp);
     if (observer_) {
         moe_per_expert(l, il, T, out);
-        return;
+        return std::nullopt;
     }
 
     ops::MoeGroupParams g;
@@ -302,7 +295,7 @@ void Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     cb.n_tokens = T;
     cb.k = K;
     cb.n = H;
-    be_.moe_combine(cb);
+    return cb;
 }
 
 // The same experts one at a time with the grouping on the host, so an observer
@@ -374,8 +367,9 @@ void Forward::feed_forward(int64_t il, int64_t T, float out_scale, const float* 
         residual_update(tmp_, l.post_ffw_norm, out_scale, next_norm, T);
         return;
     }
-    moe(l, il, T, tmp2_);
+    const std::optional<ops::MoeCombineParams> combine = moe(l, il, T, tmp2_);
     ops::ResidualNormsParams r;
+    if (combine) r.combine = &*combine;
     r.x = x_;
     r.rows = T;
     r.n = c_.n_embd;
