@@ -90,6 +90,8 @@ private:
     void attention(int64_t il, const BatchView& b, const std::vector<LayerKv>& kv);
     void mlp_inputs(const LayerWeights& l, int64_t T);
     void residual_update(float* branch, const float* w, float out_scale, const float* next_norm, int64_t T);
+    ops::ResidualNormsParams residual(float* branch, const float* w, int64_t T) const;
+    void add_next_input(ops::ResidualNormsParams& r, const float* next_norm, int64_t T) const;
     void dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out);
     // The experts' outputs: written to out (per-expert path), or left for the
     // returned combine into out, which the caller fuses with its norms.

@@ -160,13 +160,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
 // rmsnorm(x; pre_ffw_norm_2).
 void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
     const int64_t H = c_.n_embd;
-    ops::ResidualNormsParams r;
-    r.x = x_;
-    r.rows = T;
-    r.n = H;
-    r.eps = c_.rms_eps;
-    r.b[0] = tmp_;
-    r.w[0] = l.post_attention_norm;
+    ops::ResidualNormsParams r = residual(tmp_, l.post_attention_norm, T);
     r.y[0] = cur_;
     r.out_w[0] = l.ffn_norm;
     r.y_prep[0] = prep(cur_prep_, T, c_.n_embd);
@@ -182,9 +176,8 @@ void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
     be_.residual_norms(r);
 }
 
-// x = (x + rmsnorm(branch; w)) · out_scale, then cur = rmsnorm(x; next_norm) (the
-// next layer's input) when next_norm is given.
-void Forward::residual_update(float* branch, const float* w, float out_scale, const float* next_norm, int64_t T) {
+// The residual update x += rmsnorm(branch; w) of T rows, without outputs.
+ops::ResidualNormsParams Forward::residual(float* branch, const float* w, int64_t T) const {
     ops::ResidualNormsParams r;
     r.x = x_;
     r.rows = T;
@@ -192,13 +185,25 @@ void Forward::residual_update(float* branch, const float* w, float out_scale, co
     r.eps = c_.rms_eps;
     r.b[0] = branch;
     r.w[0] = w;
+    return r;
+}
+
+// Adds the next layer's input cur = rmsnorm(x; next_norm), prepared for its q/k/v
+// matmuls, as r's output when next_norm is given (not after the last layer).
+void Forward::add_next_input(ops::ResidualNormsParams& r, const float* next_norm, int64_t T) const {
+    if (!next_norm) return;
+    r.y[r.n_out] = cur_;
+    r.out_w[r.n_out] = next_norm;
+    r.y_prep[r.n_out] = prep(cur_prep_, T, c_.n_embd);
+    ++r.n_out;
+}
+
+// x = (x + rmsnorm(branch; w)) · out_scale, then cur = rmsnorm(x; next_norm) (the
+// next layer's input) when next_norm is given.
+void Forward::residual_update(float* branch, const float* w, float out_scale, const float* next_norm, int64_t T) {
+    ops::ResidualNormsParams r = residual(branch, w, T);
     r.scale = out_scale;
-    if (next_norm) {
-        r.y[0] = cur_;
-        r.out_w[0] = next_norm;
-        r.y_prep[0] = prep(cur_prep_, T, c_.n_embd);
-        r.n_out = 1;
-    }
+    add_next_input(r, next_norm, T);
     be_.residual_norms(r);
 }
 
@@ -368,25 +373,14 @@ void Forward::feed_forward(int64_t il, int64_t T, float out_scale, const float* 
         return;
     }
     const std::optional<ops::MoeCombineParams> combine = moe(l, il, T, tmp2_);
-    ops::ResidualNormsParams r;
+    ops::ResidualNormsParams r = residual(tmp_, l.post_ffw_norm_1, T);
     if (combine) r.combine = &*combine;
-    r.x = x_;
-    r.rows = T;
-    r.n = c_.n_embd;
-    r.eps = c_.rms_eps;
     r.n_branch = 2;
-    r.b[0] = tmp_;
-    r.w[0] = l.post_ffw_norm_1;
     r.b[1] = tmp2_;
     r.w[1] = l.post_ffw_norm_2;
     r.sum_w = l.post_ffw_norm;
     r.scale = out_scale;
-    if (next_norm) {
-        r.y[0] = cur_;
-        r.out_w[0] = next_norm;
-        r.y_prep[0] = prep(cur_prep_, T, c_.n_embd);
-        r.n_out = 1;
-    }
+    add_next_input(r, next_norm, T);
     be_.residual_norms(r);
 }
 
