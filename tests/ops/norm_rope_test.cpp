@@ -137,6 +137,61 @@ TEST(ResidualNorms, DefaultMatchesReference) {
     }
 }
 
+// The fused ops refuse parameters that break their contracts (an output aliasing
+// the residual, too many outputs, a combine that does not write the second branch,
+// a store without pools) instead of writing out of bounds.
+TEST(ResidualNorms, ContractViolationsThrow) {
+    std::vector<float> x(64), b0(64), b1(64), y(64), w(64, 1.0f);
+    ops::ResidualNormsParams p;
+    p.x = x.data();
+    p.rows = 1;
+    p.n = 64;
+    p.b[0] = b0.data();
+    p.w[0] = w.data();
+    p.n_out = 1;
+    p.y[0] = y.data();
+    EXPECT_NO_THROW(backends().one->residual_norms(p));
+    auto bad = [&](auto&& mutate) {
+        ops::ResidualNormsParams q = p;
+        mutate(q);
+        EXPECT_THROW(backends().one->residual_norms(q), Error);
+    };
+    bad([&](ops::ResidualNormsParams& q) { q.y[0] = x.data(); });                         // y aliases x
+    bad([&](ops::ResidualNormsParams& q) { q.n_out = ops::ResidualNormsParams::kMaxOut + 1; });
+    bad([&](ops::ResidualNormsParams& q) { q.n_branch = 2; });                             // no b1, no sum_w
+    bad([&](ops::ResidualNormsParams& q) { q.n_branch = 3; });
+    ops::MoeCombineParams cb;
+    cb.n = 64;
+    cb.n_tokens = 1;
+    cb.k = 1;
+    cb.out = y.data();  // not b[1]
+    cb.out_stride = 64;
+    bad([&](ops::ResidualNormsParams& q) {
+        q.n_branch = 2;
+        q.b[1] = b1.data();
+        q.w[1] = w.data();
+        q.sum_w = w.data();
+        q.combine = &cb;
+    });
+
+    ops::AttentionInputsParams a;
+    std::vector<float> qv(64);
+    std::vector<float> f(32, 0.0f);
+    std::vector<int32_t> pos = {0};
+    a.q = qv.data();
+    a.n_heads = 1;
+    a.n_tokens = 1;
+    a.head_dim = 64;
+    a.rope_inv_freq = f.data();
+    a.pos = pos.data();
+    EXPECT_NO_THROW(backends().one->attention_inputs(a));
+    a.store = true;  // no k, v, pools or tables
+    EXPECT_THROW(backends().one->attention_inputs(a), Error);
+    a.store = false;
+    a.head_dim = 63;  // RoPE pairs need an even head dim
+    EXPECT_THROW(backends().one->attention_inputs(a), Error);
+}
+
 TEST(RmsNorm, EpsMattersAndZeroRowsIsNoop) {
     std::vector<float> x(16, 0.0f), y(16, 5.0f);
     ops::RmsNormParams p;
