@@ -25,8 +25,8 @@ __device__ float block_sum(float v, float* shared) {
 }
 
 // 1/rms of a row from its sum of squares.
-__device__ __forceinline__ float inv_rms(const ops::RmsNormParams& p, float ss) {
-    return 1.0f / sqrtf(ss / static_cast<float>(p.n) + p.eps);
+__device__ __forceinline__ float inv_rms(float ss, int64_t n, float eps) {
+    return 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
 }
 
 // One output value of a norm without RoPE: x·inv (·w) (+ a) (·out_scale), each step
@@ -40,6 +40,16 @@ __device__ __forceinline__ float norm_value(const ops::RmsNormParams& p, float x
     return v;
 }
 
+// The NeoX rotation of one pair (x0, x1) = (v[k], v[k + half]) at position pos
+// (ops/rope.h), each step rounded on its own as the CPU reference does.
+__device__ __forceinline__ void rotate_pair(float& x0, float& x1, float pos, float inv_freq) {
+    const float ang = __fmul_rn(pos, inv_freq);
+    const float c = cosf(ang), s = sinf(ang);
+    const float y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    x1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+    x0 = y0;
+}
+
 __global__ void rms_norm_kernel(ops::RmsNormParams p) {
     pdl_begin();
     __shared__ float shared[32];
@@ -48,7 +58,7 @@ __global__ void rms_norm_kernel(ops::RmsNormParams p) {
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) ss += x[i] * x[i];
     ss = block_sum(ss, shared);
-    const float inv = inv_rms(p, ss);
+    const float inv = inv_rms(ss, p.n, p.eps);
     float* y = p.y + r * p.n;
     if (p.rope_inv_freq != nullptr) {  // each thread owns a rotation pair (k, k + half)
         const int64_t half = p.n / 2;
@@ -59,10 +69,9 @@ __global__ void rms_norm_kernel(ops::RmsNormParams p) {
                 x0 = __fmul_rn(x0, p.w[k]);
                 x1 = __fmul_rn(x1, p.w[k + half]);
             }
-            const float ang = __fmul_rn(pf, p.rope_inv_freq[k]);
-            const float c = cosf(ang), s = sinf(ang);
-            y[k] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-            y[k + half] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+            rotate_pair(x0, x1, pf, p.rope_inv_freq[k]);
+            y[k] = x0;
+            y[k + half] = x1;
         }
         return;
     }
@@ -102,7 +111,7 @@ __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
         }
     }
     ss = block_sum(ss, shared);
-    const float inv = inv_rms(p, ss);
+    const float inv = inv_rms(ss, p.n, p.eps);
     auto one = [&](float xi, float wi, float ai) { return norm_value(p, xi, inv, w != nullptr, wi, a != nullptr, ai); };
     float4* y = reinterpret_cast<float4*>(p.y + r * p.n);
 #pragma unroll
@@ -156,7 +165,6 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombin
     pdl_begin();
     __shared__ float2 shared[32];
     const int64_t r = blockIdx.x, n4 = p.n / 4;
-    const float inv_n = 1.0f / static_cast<float>(p.n);
     auto vec = [&](const float* base, int64_t i) { return reinterpret_cast<const float4*>(base)[i]; };
     auto at = [&](const float* base, int64_t i) { return vec(base + r * p.n, i); };
     auto index = [&](int k) { return threadIdx.x + static_cast<int64_t>(k) * blockDim.x; };
@@ -187,7 +195,7 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombin
         }
     }
     ss = block_sum2(ss, shared);
-    const float inv0 = 1.0f / sqrtf(ss.x * inv_n + p.eps), inv1 = 1.0f / sqrtf(ss.y * inv_n + p.eps);
+    const float inv0 = inv_rms(ss.x, p.n, p.eps), inv1 = inv_rms(ss.y, p.n, p.eps);
     const auto normed = [](float inv) { return [inv](float v, float w) { return __fmul_rn(__fmul_rn(v, inv), w); }; };
     float ssh = 0.0f;
 #pragma unroll
@@ -201,7 +209,7 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombin
         }
     }
     float invh = inv0;  // one branch: h is already normed
-    if (two) invh = 1.0f / sqrtf(block_sum2(make_float2(ssh, 0.0f), shared).x * inv_n + p.eps);
+    if (two) invh = inv_rms(block_sum2(make_float2(ssh, 0.0f), shared).x, p.n, p.eps);
     float ssx = 0.0f;
     float4* xo = reinterpret_cast<float4*>(p.x + r * p.n);
 #pragma unroll
@@ -217,7 +225,7 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombin
         ssx += sum_sq(x[k]);
     }
     if (p.n_out == 0) return;
-    const float invx = 1.0f / sqrtf(block_sum2(make_float2(ssx, 0.0f), shared).x * inv_n + p.eps);
+    const float invx = inv_rms(block_sum2(make_float2(ssx, 0.0f), shared).x, p.n, p.eps);
     for (int j = 0; j < p.n_out; ++j) {
         float4* y = reinterpret_cast<float4*>(p.y[j] + r * p.n);
         const float* w = p.out_w[j];
@@ -278,7 +286,7 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
     const int64_t k0 = 2 * threadIdx.x;
     float2 lo = *reinterpret_cast<const float2*>(src + k0), hi = *reinterpret_cast<const float2*>(src + half + k0);
     const float ss = block_sum(lo.x * lo.x + lo.y * lo.y + hi.x * hi.x + hi.y * hi.y, shared);
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + p.eps);
+    const float inv = inv_rms(ss, D, p.eps);
     auto normed = [&](float v, int64_t i) {
         const float y = __fmul_rn(v, inv);
         return w ? __fmul_rn(y, w[i]) : y;
@@ -287,15 +295,8 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
     hi = make_float2(normed(hi.x, half + k0), normed(hi.y, half + k0 + 1));
     if (rope) {
         const float pf = static_cast<float>(p.pos[t]);
-        auto rotate = [&](float& x0, float& x1, int64_t k) {
-            const float ang = __fmul_rn(pf, p.rope_inv_freq[k]);
-            const float c = cosf(ang), s = sinf(ang);
-            const float y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-            x1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
-            x0 = y0;
-        };
-        rotate(lo.x, hi.x, k0);
-        rotate(lo.y, hi.y, k0 + 1);
+        rotate_pair(lo.x, hi.x, pf, p.rope_inv_freq[k0]);
+        rotate_pair(lo.y, hi.y, pf, p.rope_inv_freq[k0 + 1]);
     }
     *reinterpret_cast<float2*>(dst + k0) = lo;
     *reinterpret_cast<float2*>(dst + half + k0) = hi;
@@ -309,11 +310,10 @@ __global__ void rope_kernel(ops::RopeParams p) {
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         const int64_t k = idx % half, th = idx / half, t = th / p.n_heads;
         float* v = p.x + th * p.head_dim;
-        const float a = __fmul_rn(static_cast<float>(p.pos[t]), p.inv_freq[k]);
-        const float c = cosf(a), s = sinf(a);
-        const float x0 = v[k], x1 = v[k + half];
-        v[k] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        v[k + half] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+        float x0 = v[k], x1 = v[k + half];
+        rotate_pair(x0, x1, static_cast<float>(p.pos[t]), p.inv_freq[k]);
+        v[k] = x0;
+        v[k + half] = x1;
     }
 }
 
