@@ -510,6 +510,27 @@ TEST_F(CudaOps, IntegerGemvExactOnItsGrid) {
     }
 }
 
+// Runs the grouped expert matmul on the CPU (experts of F rows of H values in wq,
+// x rows gathered by `rows`, grouping `off`, n routed rows) into ref, and returns
+// its params, still pointing at host memory, for the device run to repoint.
+ops::MoeMatmulParams cpu_moe_reference(ops::Backend& cpu, GgmlType t, const std::vector<uint8_t>& wq,
+                                       uint64_t row_bytes, int64_t E, int64_t F, int64_t H,
+                                       const std::vector<int32_t>& off, const std::vector<int32_t>& rows,
+                                       const std::vector<float>& x, size_t n, std::vector<float>& ref) {
+    ops::MoeMatmulParams m;
+    m.w = {t, H, F, row_bytes, wq.data()};
+    m.expert_bytes = row_bytes * static_cast<uint64_t>(F);
+    m.n_experts = E;
+    m.offsets = off.data();
+    m.host_offsets = off.data();
+    m.x_rows = rows.data();
+    m.x = x.data();
+    m.n_rows = static_cast<int64_t>(n);
+    m.y = ref.data();
+    cpu.moe_matmul(m);
+    return m;
+}
+
 // The grouped integer GEMV: experts with one routed row (one activation row per
 // pass) and with many (eight per pass, two weight rows per warp), on the grid.
 TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
@@ -524,17 +545,7 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
             const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
             auto x = q8_grid_activations(rng, T, H);
             std::vector<float> ref(n * F);
-            ops::MoeMatmulParams m;
-            m.w = {t, H, F, row_bytes, wq.data()};
-            m.expert_bytes = row_bytes * F;
-            m.n_experts = E;
-            m.offsets = off.data();
-            m.host_offsets = off.data();
-            m.x_rows = rows.data();
-            m.x = x.data();
-            m.n_rows = static_cast<int64_t>(n);
-            m.y = ref.data();
-            cpu->moe_matmul(m);
+            ops::MoeMatmulParams m = cpu_moe_reference(*cpu, t, wq, row_bytes, E, F, H, off, rows, x, n, ref);
             m.w.data = dev(wq);
             m.offsets = dev(off);
             m.host_offsets = nullptr;
@@ -746,17 +757,7 @@ TEST_F(CudaOps, MoeGroupMatmulCombine) {
             const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
             auto x = randn(static_cast<size_t>(std::max<int64_t>(T, 1) * H));
             std::vector<float> ref(std::max<size_t>(n, 1) * F);
-            ops::MoeMatmulParams m;
-            m.w = {t, H, F, row_bytes, wq.data()};
-            m.expert_bytes = row_bytes * F;
-            m.n_experts = E;
-            m.offsets = off.data();
-            m.host_offsets = off.data();
-            m.x_rows = rows.data();
-            m.x = x.data();
-            m.n_rows = static_cast<int64_t>(n);
-            m.y = ref.data();
-            cpu->moe_matmul(m);
+            ops::MoeMatmulParams m = cpu_moe_reference(*cpu, t, wq, row_bytes, E, F, H, off, rows, x, n, ref);
             m.w.data = dev(wq);
             m.offsets = doff;
             m.x_rows = drows;

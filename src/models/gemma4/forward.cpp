@@ -191,16 +191,7 @@ void Forward::layers(const BatchView& b, const std::vector<LayerKv>& kv) {
     embed(b);
     if (c_.has_ple()) per_layer_inputs(b);
     const int64_t T = b.n_tokens;
-    // Each layer's input norm rides on the previous layer's last residual update
-    // (residual_update); the first one runs on its own.
-    ops::RmsNormParams n;
-    n.x = x_;
-    n.y = cur_;
-    n.w = w_.layers[0].attn_norm;
-    n.rows = T;
-    n.n = c_.n_embd;
-    n.eps = c_.rms_eps;
-    be_.rms_norm(n);
+    first_layer_input(T);
     for (int64_t il = 0; il < c_.n_layer; ++il) {
         const LayerWeights& l = w_.layers[sz(il)];
         const float* next_norm = il + 1 < c_.n_layer ? w_.layers[sz(il + 1)].attn_norm : nullptr;

@@ -87,6 +87,7 @@ public:
 private:
     void embed(const BatchView& b);
     void per_layer_inputs(const BatchView& b);
+    void first_layer_input(int64_t T);
     void attention(int64_t il, const BatchView& b, const std::vector<LayerKv>& kv);
     void mlp_inputs(const LayerWeights& l, int64_t T);
     void residual_update(float* branch, const float* w, float out_scale, const float* next_norm, int64_t T);

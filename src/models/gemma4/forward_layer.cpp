@@ -11,8 +11,7 @@ namespace {
 
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
-ops::RmsNormParams norm(const float* x, float* y, const float* w, int64_t rows, int64_t n, float eps,
-                        const float* add_to = nullptr) {
+ops::RmsNormParams norm(const float* x, float* y, const float* w, int64_t rows, int64_t n, float eps) {
     ops::RmsNormParams p;
     p.x = x;
     p.y = y;
@@ -20,7 +19,6 @@ ops::RmsNormParams norm(const float* x, float* y, const float* w, int64_t rows, 
     p.rows = rows;
     p.n = n;
     p.eps = eps;
-    p.add_to = add_to;
     return p;
 }
 
@@ -85,6 +83,12 @@ void Forward::project_multi(std::initializer_list<Projection> list, int64_t il, 
         ++m.n;
     }
     be_.matmul_multi(m);
+}
+
+// cur = rmsnorm(x; attn_norm) of layer 0. Every later layer's input norm rides on
+// the previous layer's last residual update (add_next_input).
+void Forward::first_layer_input(int64_t T) {
+    be_.rms_norm(norm(x_, cur_, w_.layers[0].attn_norm, T, c_.n_embd, c_.rms_eps));
 }
 
 // tmp = o_proj(attn(q, K, V)), with q = rope(rmsnorm_h(a·Wqᵀ; q_norm)),
@@ -228,9 +232,9 @@ void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out
 // expert runs on the rows routed to it (input moe_in = rmsnorm(x; pre_ffw_norm_2),
 // both from mlp_inputs), and every token sums its k weighted expert outputs in
 // slot order (the returned combine, run by feed_forward's residual_norms). The
-// grouping by expert stays in
-// backend memory; only large batches on a device backend read the group offsets on
-// the host (one synchronisation per layer) to size tensor-core launches.
+// grouping by expert stays in backend memory; only large batches on a device backend
+// read the group offsets on the host (one synchronisation per layer) to size
+// tensor-core launches.
 std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, Fe = c_.n_ff_exp;
     project(l.ffn_gate_inp, "ffn_gate_inp.weight", il, -1, router_in_, router_logits_, T);
