@@ -28,7 +28,10 @@ fs::path work_dir() {
     return d;
 }
 
-// The fixture converted once to F16: the input llama-quantize would get.
+// The fixture converted once to F16: the input llama-quantize would get. ctest runs
+// these tests as parallel processes sharing the directory, so two may both find the
+// file missing and convert it: overwrite is safe (the writer renames a finished temp
+// file over the path, and both write the same bytes), refusing to overwrite is not.
 std::string f16_model(const std::string& variant) {
     fs::path out = work_dir() / (variant + "-f16.gguf");
     if (!fs::exists(out)) {
@@ -36,6 +39,7 @@ std::string f16_model(const std::string& variant) {
         o.input_dir = (fs::path(HF2Q_SOURCE_DIR) / "tests" / "fixtures" / variant).string();
         o.output_path = out.string();
         o.out_type = convert::FileType::MOSTLY_F16;
+        o.overwrite = true;
         o.progress = false;
         o.threads = 2;
         convert::convert_hf_to_gguf(o);
