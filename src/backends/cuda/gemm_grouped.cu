@@ -113,17 +113,23 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
     // past n_out decode as zeros (their outputs are not written).
     constexpr int kRowStep = kThreads / kPieces;
     const int row0 = tid / kPieces, col = (tid % kPieces) * 8;
-    const uint8_t* const wrow = wexp + static_cast<uint64_t>(m0 + row0) * a.row_bytes;
-    const uint64_t wstep = static_cast<uint64_t>(kRowStep) * a.row_bytes;
     uint4 areg[kAPieces];
-    // Loads and decodes stage k0's weight pieces into registers (zeros past the row
-    // end: n_in % 8 == 0, so a piece is wholly inside or outside).
+    // Loads and decodes stage k0's weight pieces into registers. Branch-free, so the
+    // compiler can interleave it with the multiply of the stage before: every piece
+    // decodes an in-bounds address (rows clamped to n_out − 1, values to the last
+    // piece of the row; n_in % 8 == 0), and pieces past the row or the outputs are
+    // then zeroed.
     auto decode_a = [&](int64_t k0) {
-        const int64_t k = k0 + col;
+        const bool k_in = k0 + col < a.n_in;
+        const int64_t k = k_in ? k0 + col : a.n_in - 8;
 #pragma unroll
         for (int i = 0; i < kAPieces; ++i) {
-            float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-            if (m0 + row0 + kRowStep * i < a.n_out && k < a.n_in) dq8<T>(wrow + i * wstep, k, v);
+            const int64_t m = m0 + row0 + kRowStep * i;
+            const bool ok = k_in && m < a.n_out;
+            float v[8];
+            dq8<T>(wexp + static_cast<uint64_t>(ok ? m : a.n_out - 1) * a.row_bytes, k, v);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) v[j] = ok ? v[j] : 0.0f;
             areg[i] = pack8_bf16(v);
         }
     };
@@ -173,8 +179,10 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
         if (more) {
             load_b(next + kBM * kLd, (s + 1) * kBK);
             cp_async_commit();
-            decode_a((s + 1) * kBK);
         }
+        // Unconditional (the last stage decodes itself again and drops it), so the
+        // loads and the decode share a block with the multiply below.
+        decode_a((more ? s + 1 : s) * kBK);
 #pragma unroll
         for (int kk = 0; kk < kBK; kk += 16) {
             uint32_t af[G::MT][4];
@@ -249,7 +257,7 @@ void launch_tiles(const TileArgs& a, GgmlType type, unsigned m_tiles, unsigned n
 
 bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaStream_t s) {
     const int64_t n_in = p.w.n_in, n_out = p.w.n_out;
-    if (!tile_type(p.w.type) || n_in % 8 != 0 || p.n_rows <= 0 || n_out <= 0) return false;
+    if (!tile_type(p.w.type) || n_in <= 0 || n_in % 8 != 0 || p.n_rows <= 0 || n_out <= 0) return false;
     // Token tiles: many rows per expert (prefill) take 128-token tiles, few take 32
     // (each tile decodes its expert's weights again, so wide tiles decode less; narrow
     // ones waste less of the tensor cores on padding). Without host offsets the grid
