@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,7 +17,7 @@ struct TempDir {
     std::filesystem::path path;
     explicit TempDir(const std::string& prefix) {
         path = std::filesystem::temp_directory_path() /
-               (prefix + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+               (prefix + std::to_string(::getpid()) + "_" +
                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
         std::filesystem::create_directories(path);
     }
