@@ -802,7 +802,8 @@ float bf16_round(float x) {
 // The prefill MoE product (host offsets given, default precision) on the grouped
 // tile kernel (gemm_grouped.cu): every type it decodes, reductions with and without
 // a partial 64-value stage, outputs around the 128-row tile, experts with 0, 1,
-// 31-33, 65, 127-129 and 300 rows (both token-tile widths), gathered activation
+// 31-33 and 65 rows (the tile kernel) and 127-129 and 300 (about 137 per expert:
+// the expansion + cuBLAS path, held to the same bound), gathered activation
 // rows with repeats, and a padded output stride. Its operands are the weights and
 // activations rounded to BF16 with f32 sums, so the reference is the CPU product of
 // exactly those rounded values: 1e-4 leaves room only for the order of the sums,
@@ -810,8 +811,8 @@ float bf16_round(float x) {
 // columns must keep their sentinel.
 TEST_F(CudaOps, GroupedTileGemmMatchesBf16Reference) {
     const std::vector<std::vector<int32_t>> scenarios = {
-        {0, 1, 31, 32, 33, 65, 0, 5},        // about 28 rows per active expert: 32-token tiles
-        {0, 1, 127, 128, 129, 300, 0},       // about 137: 128-token tiles
+        {0, 1, 31, 32, 33, 65, 0, 5},        // about 28 rows per active expert: the tile kernel
+        {0, 1, 127, 128, 129, 300, 0},       // about 137: the expansion + cuBLAS path
     };
     const int64_t T = 50;  // tokens the routed rows gather from
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,

@@ -161,8 +161,8 @@ std::vector<float> prompt_logits(const Model& m, const std::vector<int32_t>& ids
 
 // The same Q4_K_M file (Q4_K and its fallback block types) on the GPU, default
 // precision, against the CPU. Prompts of 100 and 600 tokens: prefill's grouped expert
-// products (top-2 of 8 experts) then have about 25 and 150 routed rows per expert, the
-// two token-tile widths of the grouped tile GEMM, and the dense matmuls take the
+// products (top-2 of 8 experts) then have about 25 and 150 routed rows per expert: the
+// grouped tile GEMM and the expansion + cuBLAS path, and the dense matmuls take the
 // tensor-core path. The GPU rounds its operands (BF16 tiles), which this tiny random
 // model amplifies (Parity.CudaTensorCoresStayClose: 0.157 against transformers), so the
 // bound is 0.3 relative L2 of the CPU's logits; a wrong expert, tile or row is O(1).

@@ -13,8 +13,9 @@
 // expert) × kBK = 64 values of the reduction per stage, 8 warps (4 along the
 // outputs, 2 along the tokens), mma.sync m16n8k16 BF16 × BF16 -> f32. Two stages
 // in shared memory: while the warps multiply stage k, the next stage's activations
-// arrive by cp.async and its weights are loaded and decoded into registers, then
-// stored after the multiply. One barrier per stage.
+// arrive by cp.async and its quantized weights arrive in registers (Piece::fetch,
+// issued a stage ahead); after the multiply they are decoded and stored as BF16.
+// One barrier per stage.
 //
 // Which (expert, token tile) a block works on comes from the device offsets
 // (find_tile), so the grid only needs an upper bound of the tile count (blocks
@@ -113,30 +114,32 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
     // past n_out decode as zeros (their outputs are not written).
     constexpr int kRowStep = kThreads / kPieces;
     const int row0 = tid / kPieces, col = (tid % kPieces) * 8;
-    uint4 areg[kAPieces];
-    // Loads and decodes stage k0's weight pieces into registers. Branch-free, so the
-    // compiler can interleave it with the multiply of the stage before: every piece
-    // decodes an in-bounds address (rows clamped to n_out − 1, values to the last
-    // piece of the row; n_in % 8 == 0), and pieces past the row or the outputs are
-    // then zeroed.
-    auto decode_a = [&](int64_t k0) {
+    // Stage k0's weight pieces: fetch_a issues the loads into raw (one stage ahead),
+    // put_a decodes them and stores them as BF16 into the stage's shared tile. Every
+    // piece loads an in-bounds address (rows clamped to n_out − 1, values to the last
+    // piece of the row; n_in % 8 == 0); pieces past the row or the outputs store zeros.
+    using P = Piece<T>;
+    P raw[kAPieces];
+    auto fetch_a = [&](int64_t k0) {
+        const int64_t k = k0 + col < a.n_in ? k0 + col : a.n_in - 8;
+#pragma unroll
+        for (int i = 0; i < kAPieces; ++i) {
+            const int64_t m = min(m0 + row0 + kRowStep * i, a.n_out - 1);
+            raw[i] = P::fetch(wexp + static_cast<uint64_t>(m) * a.row_bytes, k);
+        }
+    };
+    auto put_a = [&](__nv_bfloat16* sa, int64_t k0) {
         const bool k_in = k0 + col < a.n_in;
         const int64_t k = k_in ? k0 + col : a.n_in - 8;
 #pragma unroll
         for (int i = 0; i < kAPieces; ++i) {
-            const int64_t m = m0 + row0 + kRowStep * i;
-            const bool ok = k_in && m < a.n_out;
+            const bool ok = k_in && m0 + row0 + kRowStep * i < a.n_out;
             float v[8];
-            dq8<T>(wexp + static_cast<uint64_t>(ok ? m : a.n_out - 1) * a.row_bytes, k, v);
+            raw[i].decode(k, v);
 #pragma unroll
             for (int j = 0; j < 8; ++j) v[j] = ok ? v[j] : 0.0f;
-            areg[i] = pack8_bf16(v);
+            *reinterpret_cast<uint4*>(sa + (row0 + kRowStep * i) * kLd + col) = pack8_bf16(v);
         }
-    };
-    auto store_a = [&](__nv_bfloat16* sa) {
-#pragma unroll
-        for (int i = 0; i < kAPieces; ++i)
-            *reinterpret_cast<uint4*>(sa + (row0 + kRowStep * i) * kLd + col) = areg[i];
     };
     // Stage k0's activation rows r0 .. r1 by cp.async (zeros past the expert's rows or
     // the row end).
@@ -165,10 +168,11 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
     const int b_row = wn * (BN / G::WN) + (lane % 8) + 8 * (lane / 16), b_col = 8 * ((lane / 8) % 2);
 
     const int64_t n_stages = (a.n_in + kBK - 1) / kBK;
-    decode_a(0);
-    store_a(smem);
+    fetch_a(0);
+    put_a(smem, 0);
     load_b(smem + kBM * kLd, 0);
     cp_async_commit();
+    if (n_stages > 1) fetch_a(kBK);
     for (int64_t s = 0; s < n_stages; ++s) {
         const __nv_bfloat16* const sa = smem + (s % 2) * G::kStage;
         const __nv_bfloat16* const sb = sa + kBM * kLd;
@@ -180,9 +184,6 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
             load_b(next + kBM * kLd, (s + 1) * kBK);
             cp_async_commit();
         }
-        // Unconditional (the last stage decodes itself again and drops it), so the
-        // loads and the decode share a block with the multiply below.
-        decode_a((more ? s + 1 : s) * kBK);
 #pragma unroll
         for (int kk = 0; kk < kBK; kk += 16) {
             uint32_t af[G::MT][4];
@@ -199,7 +200,12 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
                 }
             }
         }
-        if (more) store_a(next);
+        // Stage s + 1's weights were fetched during this stage's multiply (the loads
+        // had the whole of it to arrive); decode them, then fetch stage s + 2's.
+        if (more) {
+            put_a(next, (s + 1) * kBK);
+            if (s + 2 < n_stages) fetch_a((s + 2) * kBK);
+        }
     }
 
     // Accumulator (mt, nt): c0, c1 at output row g, tokens 2·t4 and + 1; c2, c3 at row
@@ -258,24 +264,26 @@ void launch_tiles(const TileArgs& a, GgmlType type, unsigned m_tiles, unsigned n
 bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaStream_t s) {
     const int64_t n_in = p.w.n_in, n_out = p.w.n_out;
     if (!tile_type(p.w.type) || n_in <= 0 || n_in % 8 != 0 || p.n_rows <= 0 || n_out <= 0) return false;
-    // Token tiles: many rows per expert (prefill) take 128-token tiles, few take 32
-    // (each tile decodes its expert's weights again, so wide tiles decode less; narrow
-    // ones waste less of the tensor cores on padding). Without host offsets the grid
-    // is the bound n_rows / 32 + (experts with a partial tile), in 32-token tiles.
-    int64_t n_tiles = p.n_rows / 32 + std::min(p.n_experts, p.n_rows);
-    bool wide = false;
+    // Token tiles of 32 rows. Each tile decodes its expert's weights again, so the
+    // kernel pays where experts have few rows: measured on the H200 (26B-A4B Q4_K_M,
+    // docs/performance.md) it lifts pp512 (about 32 rows per expert) by 66 % over the
+    // expansion + cuBLAS path, but loses to it at pp4096 (256 rows per expert) and to
+    // the grouped GEMV at 64-sequence decode (4 rows per expert). With host offsets,
+    // experts averaging 96+ rows are left to the expansion path (false); without them
+    // the grid is the bound n_rows / 32 + (experts with a partial tile).
+    constexpr int BN = 32;
+    int64_t n_tiles = p.n_rows / BN + std::min(p.n_experts, p.n_rows);
     if (p.host_offsets != nullptr) {
-        int64_t active = 0, tiles32 = 0, tiles128 = 0;
+        int64_t active = 0;
+        n_tiles = 0;
         for (int64_t e = 0; e < p.n_experts; ++e) {
             const int64_t c = p.host_offsets[e + 1] - p.host_offsets[e];
             if (c <= 0) continue;
             ++active;
-            tiles32 += (c + 31) / 32;
-            tiles128 += (c + 127) / 128;
+            n_tiles += (c + BN - 1) / BN;
         }
         if (active == 0) return true;
-        wide = p.n_rows >= 96 * active;
-        n_tiles = wide ? tiles128 : tiles32;
+        if (p.n_rows >= 96 * active) return false;
     }
     const int64_t m_tiles = (n_out + kBM - 1) / kBM;
     if (n_tiles > 65535 || m_tiles > 2147483647) return false;
@@ -294,10 +302,7 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaSt
     a.y = p.y;
     a.ys = p.y_stride ? p.y_stride : n_out;
     const auto mt = static_cast<unsigned>(m_tiles), nt = static_cast<unsigned>(n_tiles);
-    if (wide)
-        launch_tiles<128>(a, p.w.type, mt, nt, s);
-    else
-        launch_tiles<32>(a, p.w.type, mt, nt, s);
+    launch_tiles<BN>(a, p.w.type, mt, nt, s);
     return true;
 }
 
