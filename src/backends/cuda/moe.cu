@@ -123,9 +123,20 @@ void launch_moe_combine(const ops::MoeCombineParams& p, cudaStream_t s) {
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
+// True when the host offsets show fewer than 8 routed rows per active expert: then
+// the grouped GEMV (which reads each expert's weights once for all its rows) beats
+// the tile GEMM (H200, 26B-A4B gate_up Q4_K, 4 rows per expert: 249 µs against 606).
+static bool few_rows_per_expert(const ops::MoeMatmulParams& p) {
+    if (p.host_offsets == nullptr) return false;
+    int64_t active = 0;
+    for (int64_t e = 0; e < p.n_experts; ++e) active += p.host_offsets[e + 1] > p.host_offsets[e] ? 1 : 0;
+    return p.n_rows < 8 * active;
+}
+
 void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_rows <= 0 || p.w.n_out <= 0) return;
-    if (env.precision == MatmulPrecision::bf16 && (p.host_offsets != nullptr || p.n_rows >= kTileMinRows)) {
+    if (env.precision == MatmulPrecision::bf16 && (p.host_offsets != nullptr || p.n_rows >= kTileMinRows) &&
+        !few_rows_per_expert(p)) {
         ensure_activations(env, p.n_rows * p.w.n_in);
         if (gemm_grouped_tiles(p, *env.ws, s)) return;
         if (p.host_offsets != nullptr) {
