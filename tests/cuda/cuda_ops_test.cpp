@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -789,6 +790,90 @@ TEST_F(CudaOps, MoeGroupMatmulCombine) {
     }
 }
 
+// x rounded to the nearest BF16 (ties to even), as the tensor-core operands are.
+float bf16_round(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// The prefill MoE product (host offsets given, default precision) on the grouped
+// tile kernel (gemm_grouped.cu): every type it decodes, reductions with and without
+// a partial 64-value stage, outputs around the 128-row tile, experts with 0, 1,
+// 31-33 and 65 rows (the tile kernel) and 127-129 and 300 (about 137 per expert:
+// the expansion + cuBLAS path, held to the same bound), gathered activation
+// rows with repeats, and a padded output stride. Its operands are the weights and
+// activations rounded to BF16 with f32 sums, so the reference is the CPU product of
+// exactly those rounded values: 1e-4 leaves room only for the order of the sums,
+// while a misplaced value, scale, tile or row shows as an O(1) error. The padding
+// columns must keep their sentinel.
+TEST_F(CudaOps, GroupedTileGemmMatchesBf16Reference) {
+    const std::vector<std::vector<int32_t>> scenarios = {
+        {0, 1, 31, 32, 33, 65, 0, 5},        // about 28 rows per active expert: the tile kernel
+        {0, 1, 127, 128, 129, 300, 0},       // about 137: the expansion + cuBLAS path
+    };
+    const int64_t T = 50;  // tokens the routed rows gather from
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                       GgmlType::Q6_K}) {
+        const bool kquant = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+        for (int64_t H : kquant ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{96, 704}) {
+            for (int64_t F : {1, 130, 256}) {
+                for (const auto& counts : scenarios) {
+                    const int64_t E = static_cast<int64_t>(counts.size()), ys = F + 3;
+                    std::vector<int32_t> off(static_cast<size_t>(E + 1), 0);
+                    for (int64_t e = 0; e < E; ++e) off[static_cast<size_t>(e + 1)] = off[static_cast<size_t>(e)] + counts[static_cast<size_t>(e)];
+                    const size_t n = static_cast<size_t>(off.back());
+                    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(T - 1));
+                    std::vector<int32_t> rows(n);
+                    for (auto& r : rows) r = tok(rng);
+                    const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
+                    auto x = randn(static_cast<size_t>(T * H));
+
+                    // The reference: the same weights and activations rounded to BF16, as F32.
+                    std::vector<float> wr(static_cast<size_t>(E * F * H));
+                    for (int64_t r = 0; r < E * F; ++r)
+                        quant::dequantize_row(t, wq.data() + static_cast<size_t>(r) * row_bytes, wr.data() + r * H, H);
+                    for (auto& v : wr) v = bf16_round(v);
+                    std::vector<float> xr = x;
+                    for (auto& v : xr) v = bf16_round(v);
+                    std::vector<uint8_t> wr_bytes(wr.size() * sizeof(float));
+                    std::memcpy(wr_bytes.data(), wr.data(), wr_bytes.size());
+                    std::vector<float> ref(n * static_cast<size_t>(F));
+                    cpu_moe_reference(*cpu, GgmlType::F32, wr_bytes, static_cast<uint64_t>(H) * sizeof(float), E, F,
+                                      H, off, rows, xr, n, ref);
+
+                    ops::MoeMatmulParams m;
+                    m.w = {t, H, F, row_bytes, dev(wq)};
+                    m.expert_bytes = row_bytes * static_cast<uint64_t>(F);
+                    m.n_experts = E;
+                    m.offsets = dev(off);
+                    m.host_offsets = off.data();
+                    m.x_rows = dev(rows);
+                    m.x = dev(x);
+                    m.n_rows = static_cast<int64_t>(n);
+                    m.y_stride = ys;
+                    m.y = dev(std::vector<float>(n * static_cast<size_t>(ys), 7.0f));
+                    gpu->moe_matmul(m);
+                    const auto out = host(m.y, n * static_cast<size_t>(ys));
+                    std::vector<float> got(ref.size());
+                    bool pad_kept = true;
+                    for (size_t r = 0; r < n; ++r) {
+                        std::copy(out.begin() + static_cast<std::ptrdiff_t>(r * ys),
+                                  out.begin() + static_cast<std::ptrdiff_t>(r * ys + F), got.begin() + static_cast<std::ptrdiff_t>(r * F));
+                        for (int64_t c = F; c < ys; ++c) pad_kept = pad_kept && out[r * ys + static_cast<size_t>(c)] == 7.0f;
+                    }
+                    const std::string what = std::string(ggml_type_name(t)) + " H=" + std::to_string(H) +
+                                             " F=" + std::to_string(F) + " rows=" + std::to_string(n);
+                    EXPECT_LT(rel_err(got, ref), 1e-4) << what;
+                    EXPECT_TRUE(pad_kept) << what << ": wrote outside its output columns";
+                }
+            }
+        }
+    }
+}
+
 // Two sequences with different block tables in one call; sliding and full
 // windows; GQA 1, 2, 8; head sizes 256 and 512.
 TEST_F(CudaOps, PagedAttentionMatchesReference) {
@@ -942,49 +1027,59 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
 }
 
 // The routed experts of one 26B-A4B layer: 128 experts, top-8, gate_up 2816->1408
-// Q4_K, at decode and prefill batch sizes, on the device-only and tensor-core paths.
+// Q4_K and down 704->2816 Q5_0, at decode and prefill batch sizes, sized on the
+// device only (batched decode: the grouped GEMV up to HF2Q_MOE_TILE_MIN_ROWS routed
+// rows, the tile GEMM from there) and with host offsets (prefill: the tile GEMM).
 TEST_F(CudaOps, DISABLED_MoeThroughput) {
-    const int64_t E = 128, K = 8, H = 2816, F2 = 1408;
-    const uint64_t row_bytes = *ggml_row_size(GgmlType::Q4_K, static_cast<uint64_t>(H));
-    std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(E * F2));
-    {
-        std::vector<uint8_t> row(row_bytes);
-        for (int r = 0; r < 64; ++r) {
-            auto wf = randn(static_cast<size_t>(H), 0.05f);
-            quant::quantize(GgmlType::Q4_K, wf.data(), row.data(), 1, H, nullptr);
-            for (int64_t o = r; o < E * F2; o += 64) std::copy(row.begin(), row.end(), wq.begin() + o * row_bytes);
+    const int64_t E = 128, K = 8;
+    struct Shape {
+        const char* name;
+        GgmlType type;
+        int64_t n_in, n_out;
+    };
+    for (const Shape& sh : {Shape{"gate_up", GgmlType::Q4_K, 2816, 1408}, Shape{"down", GgmlType::Q5_0, 704, 2816}}) {
+        const int64_t H = sh.n_in, F2 = sh.n_out;
+        const uint64_t row_bytes = *ggml_row_size(sh.type, static_cast<uint64_t>(H));
+        std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(E * F2));
+        {
+            std::vector<uint8_t> row(row_bytes);
+            for (int r = 0; r < 64; ++r) {
+                auto wf = randn(static_cast<size_t>(H), 0.05f);
+                quant::quantize(sh.type, wf.data(), row.data(), 1, H, nullptr);
+                for (int64_t o = r; o < E * F2; o += 64) std::copy(row.begin(), row.end(), wq.begin() + o * row_bytes);
+            }
         }
-    }
-    const void* dw = dev(wq);
-    for (int64_t T : {1, 8, 64, 512, 4096}) {
-        const auto ids = random_routing(rng, T, K, E);
-        const size_t n = ids.size();
-        std::vector<int32_t> off(E + 1), rows(n), slot(n);
-        cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
-        int32_t *doff = gpu->alloc_array<int32_t>(E + 1), *drows = gpu->alloc_array<int32_t>(n),
-                *dslot = gpu->alloc_array<int32_t>(n);
-        int32_t* dids = dev(ids);
-        const double sg = time_calls(*gpu, 20, [&] { gpu->moe_group({dids, T, K, E, doff, drows, dslot}); });
-        ops::MoeMatmulParams m;
-        m.w = {GgmlType::Q4_K, H, F2, row_bytes, dw};
-        m.expert_bytes = row_bytes * F2;
-        m.n_experts = E;
-        m.offsets = doff;
-        m.x_rows = drows;
-        m.x = dev(randn(static_cast<size_t>(T * H)));
-        m.y = gpu->alloc_array<float>(n * F2);
-        m.n_rows = static_cast<int64_t>(n);
-        int64_t active = 0;
-        for (int64_t e = 0; e < E; ++e) active += off[e + 1] > off[e];
-        const double bytes = static_cast<double>(active) * static_cast<double>(row_bytes * F2);
-        const double flops = 2.0 * static_cast<double>(n) * H * F2;
-        for (bool with_host : {false, true}) {
-            if (!with_host && T > 512) continue;
-            m.host_offsets = with_host ? off.data() : nullptr;
-            const double s = time_calls(*gpu, 5, [&] { gpu->moe_matmul(m); });
-            std::printf("[ perf ] moe gate_up T=%5ld %-12s %9.1f us %8.1f GB/s %8.1f TFLOP/s (group %.1f us)\n",
-                        static_cast<long>(T), with_host ? "tensor-core" : "gemv", s * 1e6, bytes / s / 1e9,
-                        flops / s / 1e12, sg * 1e6);
+        const void* dw = dev(wq);
+        for (int64_t T : {1, 8, 64, 512, 4096}) {
+            const auto ids = random_routing(rng, T, K, E);
+            const size_t n = ids.size();
+            std::vector<int32_t> off(E + 1), rows(n), slot(n);
+            cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
+            int32_t *doff = gpu->alloc_array<int32_t>(E + 1), *drows = gpu->alloc_array<int32_t>(n),
+                    *dslot = gpu->alloc_array<int32_t>(n);
+            int32_t* dids = dev(ids);
+            const double sg = time_calls(*gpu, 20, [&] { gpu->moe_group({dids, T, K, E, doff, drows, dslot}); });
+            ops::MoeMatmulParams m;
+            m.w = {sh.type, H, F2, row_bytes, dw};
+            m.expert_bytes = row_bytes * F2;
+            m.n_experts = E;
+            m.offsets = doff;
+            m.x_rows = drows;
+            m.x = dev(randn(static_cast<size_t>(T * H)));
+            m.y = gpu->alloc_array<float>(n * F2);
+            m.n_rows = static_cast<int64_t>(n);
+            int64_t active = 0;
+            for (int64_t e = 0; e < E; ++e) active += off[e + 1] > off[e];
+            const double bytes = static_cast<double>(active) * static_cast<double>(row_bytes * F2);
+            const double flops = 2.0 * static_cast<double>(n) * H * F2;
+            for (bool with_host : {false, true}) {
+                if (!with_host && T > 512) continue;
+                m.host_offsets = with_host ? off.data() : nullptr;
+                const double s = time_calls(*gpu, 5, [&] { gpu->moe_matmul(m); });
+                std::printf("[ perf ] moe %-7s T=%5ld %-12s %9.1f us %8.1f GB/s %8.1f TFLOP/s (group %.1f us)\n",
+                            sh.name, static_cast<long>(T), with_host ? "host offsets" : "device only", s * 1e6,
+                            bytes / s / 1e9, flops / s / 1e12, sg * 1e6);
+            }
         }
     }
 }

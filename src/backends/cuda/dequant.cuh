@@ -254,92 +254,151 @@ __device__ __forceinline__ void kscale_header(uint2 h0, uint2 h1, int j, int& sc
     }
 }
 
-template <>
-__device__ __forceinline__ void dq8<GgmlType::Q4_K>(const uint8_t* row, int64_t i0, float (&v)[8]) {
-    const uint8_t* b = row + (i0 / 256) * 144;
-    const int e = static_cast<int>(i0 % 256), c = e / 64, l = e % 32;
-    const uint2 h0 = load8(b), h1 = load8(b + 8);
-    int sc, m;
-    kscale_header(h0, h1, e / 32, sc, m);
-    const float d1 = half_bits(h0.x) * static_cast<float>(sc);
-    const float m1 = half_bits(h0.x >> 16) * static_cast<float>(m);
-    const uint2 q = load8(b + 16 + 32 * c + l);
-    const int shift = (e % 64) >= 32 ? 4 : 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = fmaf(d1, small_int(static_cast<int32_t>((byte_of(q, k) >> shift) & 15)), -m1);
-}
+// The block formats of the common file types split dq8 in two: fetch() issues the
+// loads of a piece (8 values) into registers, decode() turns them into values.
+// dq8 is the two in a row; the grouped tile GEMM issues the fetch of its next
+// stage a whole stage ahead of the decode, so the loads' latency is hidden behind
+// the tensor-core work instead of stalling every warp once per stage.
+template <GgmlType T>
+struct Piece;
+
+// The fp16 scale at an even offset of a block (every block size here is even and
+// rows are 2-byte aligned), as raw bits: fetch() must not use what it loads.
+__device__ __forceinline__ uint32_t half_at(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 
 template <>
-__device__ __forceinline__ void dq8<GgmlType::Q5_K>(const uint8_t* row, int64_t i0, float (&v)[8]) {
-    const uint8_t* b = row + (i0 / 256) * 176;
-    const int e = static_cast<int>(i0 % 256), c = e / 64, l = e % 32, sub = e / 32;
-    const uint2 h0 = load8(b), h1 = load8(b + 8);
-    int sc, m;
-    kscale_header(h0, h1, sub, sc, m);
-    const float d1 = half_bits(h0.x) * static_cast<float>(sc);
-    const float m1 = half_bits(h0.x >> 16) * static_cast<float>(m);
-    const uint2 q = load8(b + 48 + 32 * c + l), qh = load8(b + 16 + l);
-    const int shift = (e % 64) >= 32 ? 4 : 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-        const int32_t low = static_cast<int32_t>((byte_of(q, k) >> shift) & 15);
-        const int32_t hi = static_cast<int32_t>((byte_of(qh, k) >> sub) & 1);
-        v[k] = fmaf(d1, small_int(low + 16 * hi), -m1);
+struct Piece<GgmlType::Q4_K> {
+    uint2 h0, h1, q;
+    __device__ __forceinline__ static Piece fetch(const uint8_t* row, int64_t i0) {
+        const uint8_t* b = row + (i0 / 256) * 144;
+        const int e = static_cast<int>(i0 % 256), c = e / 64, l = e % 32;
+        return {load8(b), load8(b + 8), load8(b + 16 + 32 * c + l)};
     }
-}
-
-template <>
-__device__ __forceinline__ void dq8<GgmlType::Q6_K>(const uint8_t* row, int64_t i0, float (&v)[8]) {
-    const uint8_t* b = row + (i0 / 256) * 210;
-    const int e = static_cast<int>(i0 % 256), h = e / 128, r = e % 128, g = r / 32, l = r % 32;
-    // 8 consecutive values share one 16-wide scale.
-    const float d = f16(b + 208) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
-    const uint2 ql = load8(b + 64 * h + l + 32 * (g & 1)), qh = load8(b + 128 + 32 * h + l);
-    const int lshift = g < 2 ? 0 : 4;
+    __device__ __forceinline__ void decode(int64_t i0, float (&v)[8]) const {
+        const int e = static_cast<int>(i0 % 256);
+        int sc, m;
+        kscale_header(h0, h1, e / 32, sc, m);
+        const float d1 = half_bits(h0.x) * static_cast<float>(sc);
+        const float m1 = half_bits(h0.x >> 16) * static_cast<float>(m);
+        const int shift = (e % 64) >= 32 ? 4 : 0;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-        const int32_t low = static_cast<int32_t>((byte_of(ql, k) >> lshift) & 15);
-        const int32_t high = static_cast<int32_t>((byte_of(qh, k) >> (2 * g)) & 3);
-        v[k] = d * small_int((low | (high << 4)) - 32);
+        for (int k = 0; k < 8; ++k) v[k] = fmaf(d1, small_int(static_cast<int32_t>((byte_of(q, k) >> shift) & 15)), -m1);
     }
-}
+};
 
 template <>
-__device__ __forceinline__ void dq8<GgmlType::Q8_0>(const uint8_t* row, int64_t i0, float (&v)[8]) {
-    const uint8_t* b = row + (i0 / 32) * 34;
-    const float d = f16(b);
-    const uint2 q = load8(b + 2 + i0 % 32);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = d * small_int(static_cast<int8_t>(byte_of(q, k)));
-}
-
-template <>
-__device__ __forceinline__ void dq8<GgmlType::Q5_0>(const uint8_t* row, int64_t i0, float (&v)[8]) {
-    const uint8_t* b = row + (i0 / 32) * 22;
-    const int j = static_cast<int>(i0 % 32);
-    const float d = f16(b);
-    const uint2 qhw = load8(b + 2);  // bytes 2..5 hold the 32 high bits
-    const uint32_t qh = qhw.x;
-    const uint2 q = load8(b + 6 + (j % 16));
-    const int shift = j < 16 ? 0 : 4;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-        const int32_t lo = static_cast<int32_t>((byte_of(q, k) >> shift) & 15);
-        const int32_t hi = static_cast<int32_t>((qh >> (j + k)) & 1);
-        v[k] = d * small_int((lo | (hi << 4)) - 16);
+struct Piece<GgmlType::Q5_K> {
+    uint2 h0, h1, q, qh;
+    __device__ __forceinline__ static Piece fetch(const uint8_t* row, int64_t i0) {
+        const uint8_t* b = row + (i0 / 256) * 176;
+        const int e = static_cast<int>(i0 % 256), c = e / 64, l = e % 32;
+        return {load8(b), load8(b + 8), load8(b + 48 + 32 * c + l), load8(b + 16 + l)};
     }
-}
+    __device__ __forceinline__ void decode(int64_t i0, float (&v)[8]) const {
+        const int e = static_cast<int>(i0 % 256), sub = e / 32;
+        int sc, m;
+        kscale_header(h0, h1, sub, sc, m);
+        const float d1 = half_bits(h0.x) * static_cast<float>(sc);
+        const float m1 = half_bits(h0.x >> 16) * static_cast<float>(m);
+        const int shift = (e % 64) >= 32 ? 4 : 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int32_t low = static_cast<int32_t>((byte_of(q, k) >> shift) & 15);
+            const int32_t hi = static_cast<int32_t>((byte_of(qh, k) >> sub) & 1);
+            v[k] = fmaf(d1, small_int(low + 16 * hi), -m1);
+        }
+    }
+};
 
 template <>
-__device__ __forceinline__ void dq8<GgmlType::Q4_0>(const uint8_t* row, int64_t i0, float (&v)[8]) {
-    const uint8_t* b = row + (i0 / 32) * 18;
-    const int j = static_cast<int>(i0 % 32);
-    const float d = f16(b);
-    const uint2 q = load8(b + 2 + (j % 16));
-    const int shift = j < 16 ? 0 : 4;
+struct Piece<GgmlType::Q6_K> {
+    uint2 ql, qh;
+    uint32_t d_bits;
+    int32_t scale;  // the 16-wide scale of these 8 consecutive values
+    __device__ __forceinline__ static Piece fetch(const uint8_t* row, int64_t i0) {
+        const uint8_t* b = row + (i0 / 256) * 210;
+        const int e = static_cast<int>(i0 % 256), h = e / 128, r = e % 128, g = r / 32, l = r % 32;
+        return {load8(b + 64 * h + l + 32 * (g & 1)), load8(b + 128 + 32 * h + l), half_at(b + 208),
+                static_cast<int8_t>(b[192 + e / 16])};
+    }
+    __device__ __forceinline__ void decode(int64_t i0, float (&v)[8]) const {
+        const float d = half_bits(d_bits) * static_cast<float>(scale);
+        const int g = static_cast<int>(i0 % 128) / 32;
+        const int lshift = g < 2 ? 0 : 4;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = d * small_int(static_cast<int32_t>((byte_of(q, k) >> shift) & 15) - 8);
-}
+        for (int k = 0; k < 8; ++k) {
+            const int32_t low = static_cast<int32_t>((byte_of(ql, k) >> lshift) & 15);
+            const int32_t high = static_cast<int32_t>((byte_of(qh, k) >> (2 * g)) & 3);
+            v[k] = d * small_int((low | (high << 4)) - 32);
+        }
+    }
+};
+
+template <>
+struct Piece<GgmlType::Q8_0> {
+    uint2 q;
+    uint32_t d_bits;
+    __device__ __forceinline__ static Piece fetch(const uint8_t* row, int64_t i0) {
+        const uint8_t* b = row + (i0 / 32) * 34;
+        return {load8(b + 2 + i0 % 32), half_at(b)};
+    }
+    __device__ __forceinline__ void decode(int64_t, float (&v)[8]) const {
+        const float d = half_bits(d_bits);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = d * small_int(static_cast<int8_t>(byte_of(q, k)));
+    }
+};
+
+template <>
+struct Piece<GgmlType::Q5_0> {
+    uint2 q;
+    uint32_t qh, d_bits;
+    __device__ __forceinline__ static Piece fetch(const uint8_t* row, int64_t i0) {
+        const uint8_t* b = row + (i0 / 32) * 22;
+        const int j = static_cast<int>(i0 % 32);
+        return {load8(b + 6 + (j % 16)), load8(b + 2).x /* bytes 2..5: the 32 high bits */, half_at(b)};
+    }
+    __device__ __forceinline__ void decode(int64_t i0, float (&v)[8]) const {
+        const float d = half_bits(d_bits);
+        const int j = static_cast<int>(i0 % 32);
+        const int shift = j < 16 ? 0 : 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int32_t lo = static_cast<int32_t>((byte_of(q, k) >> shift) & 15);
+            const int32_t hi = static_cast<int32_t>((qh >> (j + k)) & 1);
+            v[k] = d * small_int((lo | (hi << 4)) - 16);
+        }
+    }
+};
+
+template <>
+struct Piece<GgmlType::Q4_0> {
+    uint2 q;
+    uint32_t d_bits;
+    __device__ __forceinline__ static Piece fetch(const uint8_t* row, int64_t i0) {
+        const uint8_t* b = row + (i0 / 32) * 18;
+        return {load8(b + 2 + (i0 % 32) % 16), half_at(b)};
+    }
+    __device__ __forceinline__ void decode(int64_t i0, float (&v)[8]) const {
+        const float d = half_bits(d_bits);
+        const int shift = (i0 % 32) < 16 ? 0 : 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = d * small_int(static_cast<int32_t>((byte_of(q, k) >> shift) & 15) - 8);
+    }
+};
+
+#define HF2Q_DQ8_FROM_PIECE(T)                                                                   \
+    template <>                                                                                  \
+    __device__ __forceinline__ void dq8<T>(const uint8_t* row, int64_t i0, float (&v)[8]) {      \
+        Piece<T>::fetch(row, i0).decode(i0, v);                                                  \
+    }
+HF2Q_DQ8_FROM_PIECE(GgmlType::Q4_K)
+HF2Q_DQ8_FROM_PIECE(GgmlType::Q5_K)
+HF2Q_DQ8_FROM_PIECE(GgmlType::Q6_K)
+HF2Q_DQ8_FROM_PIECE(GgmlType::Q8_0)
+HF2Q_DQ8_FROM_PIECE(GgmlType::Q5_0)
+HF2Q_DQ8_FROM_PIECE(GgmlType::Q4_0)
+#undef HF2Q_DQ8_FROM_PIECE
 
 template <>
 __device__ __forceinline__ void dq8<GgmlType::MXFP4>(const uint8_t* row, int64_t i0, float (&v)[8]) {

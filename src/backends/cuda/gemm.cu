@@ -8,6 +8,7 @@
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/mma.cuh"
 
 namespace hf2q::cuda {
 namespace {
@@ -22,11 +23,6 @@ void check_cublas(cublasStatus_t st, const char* what) {
     if (st != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error ", static_cast<int>(st), " in ", what);
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // .x = lo: the lower address
-    return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
@@ -36,12 +32,7 @@ __device__ __forceinline__ void store8(float* p, const float (&v)[8]) {
     for (int k = 0; k < 8; ++k) p[k] = v[k];
 }
 __device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&v)[8]) {
-    uint4 u;
-    u.x = pack_bf16(v[0], v[1]);
-    u.y = pack_bf16(v[2], v[3]);
-    u.z = pack_bf16(v[4], v[5]);
-    u.w = pack_bf16(v[6], v[7]);
-    *reinterpret_cast<uint4*>(p) = u;
+    *reinterpret_cast<uint4*>(p) = pack8_bf16(v);
 }
 
 // Matrix z of the launch: rows [row0, row0 + rows) of expert list.id[z] (or of the
@@ -120,14 +111,6 @@ void expand(GgmlType type, const uint8_t* w, uint64_t row_bytes, uint64_t expert
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
-void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n, GemmWorkspace& ws,
-             cudaStream_t s) {
-    HF2Q_ASSERT(static_cast<size_t>(n_rows * n) <= ws.x_elems);
-    const bool by8 = n % 8 == 0 && xs % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    launch(to_bf16_kernel, grid_1d(n_rows * (by8 ? n / 8 : n), 256), 256, 0, s, x, xs, rows, n_rows, n, by8, ws.x);
-    HF2Q_CUDA_LAUNCH_CHECK();
-}
-
 // C (rows × n, column-major, ld ldc) = A (k × rows)ᵀ · B (k × n): y rows are tokens.
 void gemm_ex(cublasHandle_t h, int64_t rows, int64_t n, int64_t k, const __nv_bfloat16* a, const __nv_bfloat16* b,
              float* c, int64_t ldc) {
@@ -140,6 +123,14 @@ void gemm_ex(cublasHandle_t h, int64_t rows, int64_t n, int64_t k, const __nv_bf
 }
 
 }  // namespace
+
+void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n, GemmWorkspace& ws,
+             cudaStream_t s) {
+    HF2Q_ASSERT(static_cast<size_t>(n_rows * n) <= ws.x_elems);
+    const bool by8 = n % 8 == 0 && xs % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    launch(to_bf16_kernel, grid_1d(n_rows * (by8 ? n / 8 : n), 256), 256, 0, s, x, xs, rows, n_rows, n, by8, ws.x);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
 
 void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s) {
     const int64_t n_in = p.w.n_in, xs = p.x_stride ? p.x_stride : n_in, ys = p.y_stride ? p.y_stride : p.w.n_out;

@@ -31,6 +31,11 @@ struct GemmWorkspace {
 // Largest number of experts one grouped GEMM launch covers.
 constexpr int kMaxGroup = 128;
 
+// out[r] = bf16(x[rows ? rows[r] : r]) for r < n_rows, rows of n values (stride xs),
+// into ws.x (which must hold n_rows·n values).
+void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n, GemmWorkspace& ws,
+             cudaStream_t s);
+
 // y = x · Wᵀ for a batch: W expanded to BF16 in row chunks that fit the workspace,
 // x converted to BF16 once, cuBLAS BF16 GEMM with f32 accumulation and f32 output.
 void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
@@ -39,6 +44,13 @@ void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, 
 // the host (p.host_offsets): the active experts are expanded in groups that fit
 // the workspace and multiplied with one grouped cuBLAS call per group.
 void gemm_bf16_grouped(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
+
+// The same product with the weight tiles decoded in shared memory (gemm_grouped.cu):
+// no expanded copy of the experts, one launch for all of them. True when it ran;
+// false for weight types or shapes it does not cover (the caller then takes another
+// path). p.host_offsets, when given, size the launch exactly; without them it is
+// sized by a bound and reads only device memory (graph capture).
+bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaStream_t s);
 
 // Reference precision: W expanded to f32 in row chunks, cuBLAS SGEMM (FP32 units).
 void gemm_f32(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);

@@ -333,8 +333,16 @@ struct Segments {
 // in flight per lane. MULTI: g may hold several weights (else only g.a[0]; the
 // segment selection costs the eight-row variant about ten registers, so the grouped
 // experts, which never have segments, use the plain form).
+// Blocks per SM the eight-row variant is compiled for (at most 65536 / (128·n)
+// registers per thread: 4 → 80-96 as compiled, 8 → 64). A compile definition so the
+// occupancy trade that paid for the one-row variant can be measured here too.
+#ifndef HF2Q_GEMV8_MIN_BLOCKS
+#define HF2Q_GEMV8_MIN_BLOCKS 4
+#endif
+
 template <GgmlType T, int NT, int RW, int KU, bool MULTI>
-__global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : 4) gemv_q8_kernel(Segments g, Q8View xq) {
+__global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLOCKS)
+    gemv_q8_kernel(Segments g, Q8View xq) {
     pdl_begin();
     using U = Unit<T>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;

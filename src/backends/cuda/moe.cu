@@ -1,7 +1,9 @@
 // Mixture-of-experts on the device (ops/moe.h): grouping of the routed (token, slot)
 // pairs by expert, grouped expert matmuls, and the weighted combine. Routing itself
 // is in rows.cu. Nothing here reads the routing on the host unless the caller hands
-// host offsets in (prefill: the tensor-core path sizes its launches with them).
+// host offsets in (prefill: the tensor-core path sizes its launches with them; the
+// grouped tile GEMM of gemm_grouped.cu where it covers the weight type, else the
+// expansion + cuBLAS path of gemm.cu).
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/gemv.h"
@@ -9,6 +11,16 @@
 
 namespace hf2q::cuda {
 namespace {
+
+// Routed rows from which a device-only grouped product (batched decode) takes the
+// tile GEMM instead of the grouped GEMV. Off by default: at 64 sequences of the
+// 26B-A4B (512 routed rows, 4 per expert) the GEMV gives 1,872 tok/s and the tile
+// GEMM 1,355 (H200, docs/performance.md); larger batches are not measured yet. A
+// compile definition so the crossover can be measured (HF2Q_MOE_TILE_MIN_ROWS=...).
+#ifndef HF2Q_MOE_TILE_MIN_ROWS
+#define HF2Q_MOE_TILE_MIN_ROWS (int64_t{1} << 40)
+#endif
+constexpr int64_t kTileMinRows = HF2Q_MOE_TILE_MIN_ROWS;
 
 constexpr int kGroupWarps = 32;
 constexpr int64_t kMaxGroupExperts = 256;  // shared memory: kGroupWarps × E counters
@@ -111,12 +123,26 @@ void launch_moe_combine(const ops::MoeCombineParams& p, cudaStream_t s) {
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
+// True when the host offsets show fewer than 8 routed rows per active expert: then
+// the grouped GEMV (which reads each expert's weights once for all its rows) beats
+// the tile GEMM (H200, 26B-A4B gate_up Q4_K, 4 rows per expert: 249 µs against 606).
+static bool few_rows_per_expert(const ops::MoeMatmulParams& p) {
+    if (p.host_offsets == nullptr) return false;
+    int64_t active = 0;
+    for (int64_t e = 0; e < p.n_experts; ++e) active += p.host_offsets[e + 1] > p.host_offsets[e] ? 1 : 0;
+    return p.n_rows < 8 * active;
+}
+
 void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_rows <= 0 || p.w.n_out <= 0) return;
-    if (p.host_offsets != nullptr && env.precision == MatmulPrecision::bf16) {
+    if (env.precision == MatmulPrecision::bf16 && (p.host_offsets != nullptr || p.n_rows >= kTileMinRows) &&
+        !few_rows_per_expert(p)) {
         ensure_activations(env, p.n_rows * p.w.n_in);
-        gemm_bf16_grouped(p, *env.ws, env.cublas, s);
-        return;
+        if (gemm_grouped_tiles(p, *env.ws, s)) return;
+        if (p.host_offsets != nullptr) {
+            gemm_bf16_grouped(p, *env.ws, env.cublas, s);
+            return;
+        }
     }
     GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
     a.expert_bytes = p.expert_bytes;

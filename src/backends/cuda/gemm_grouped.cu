@@ -1,0 +1,309 @@
+// Grouped expert GEMM with the weight tiles decoded in shared memory (gemm.h:
+// gemm_grouped_tiles): the prefill MoE's gate_up and down products.
+//
+// Why not gemm_bf16_grouped (expand every active expert to BF16, then cuBLAS's
+// grouped GEMM)? At 4,096 tokens the 26B-A4B's expansion writes and reads back
+// about 1.5 GB per layer, and the grouped call reached 131 TFLOP/s where dense
+// GEMMs of the same sizes reach 500+: the MoE was 48 % of pp4096. Here each block
+// decodes its weight tile (dq8, the same values the expansion writes) straight into
+// shared memory, so the quantized bytes are the only weight traffic, and one launch
+// covers every expert.
+//
+// The tile: kBM = 128 weight rows (outputs) × BN routed rows (tokens of one
+// expert) × kBK = 64 values of the reduction per stage, 8 warps (4 along the
+// outputs, 2 along the tokens), mma.sync m16n8k16 BF16 × BF16 -> f32. Two stages
+// in shared memory: while the warps multiply stage k, the next stage's activations
+// arrive by cp.async and its quantized weights arrive in registers (Piece::fetch,
+// issued a stage ahead); after the multiply they are decoded and stored as BF16.
+// One barrier per stage.
+//
+// Which (expert, token tile) a block works on comes from the device offsets
+// (find_tile), so the grid only needs an upper bound of the tile count (blocks
+// beyond the last tile return at once) and the launch needs nothing from the host:
+// batched decode (routing on the device, CUDA graphs) can use it too.
+#include <algorithm>
+
+#include "backends/cuda/common.cuh"
+#include "backends/cuda/dequant.cuh"
+#include "backends/cuda/gemm.h"
+#include "backends/cuda/mma.cuh"
+
+namespace hf2q::cuda {
+namespace {
+
+constexpr int kBM = 128;      // weight rows per tile
+constexpr int kBK = 64;       // reduction values per stage
+constexpr int kLd = kBK + 8;  // shared row stride in BF16 values: rows 144 bytes apart, so
+                              // the 8 row addresses of an ldmatrix phase hit distinct banks
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kPieces = kBK / 8;                    // 8-value pieces per tile row and stage
+constexpr int kAPieces = kBM * kPieces / kThreads;  // weight pieces per thread and stage
+static_assert(kBM * kPieces % kThreads == 0, "every thread decodes the same number of pieces");
+
+template <int BN>
+struct Tiling {
+    static constexpr int WM = 4, WN = kWarps / WM;  // warps along the outputs and the tokens
+    static constexpr int MT = kBM / WM / 16;        // m16 tiles per warp
+    static constexpr int NT = BN / WN / 8;          // n8 tiles per warp
+    static_assert(NT >= 2 && NT % 2 == 0, "B fragments are loaded two n8 tiles at a time");
+    static constexpr int kStage = (kBM + BN) * kLd;  // BF16 values of one stage (A, then B)
+    static constexpr size_t kSmem = 2 * static_cast<size_t>(kStage) * sizeof(__nv_bfloat16);
+};
+
+struct TileArgs {
+    const uint8_t* w;  // expert 0, row 0
+    uint64_t row_bytes, expert_bytes;
+    int64_t n_in, n_out;
+    const __nv_bfloat16* x;   // [n_rows][n_in] BF16, rows grouped by expert
+    const int32_t* offsets;   // [n_experts + 1], device
+    int64_t n_experts;
+    float* y;                 // [n_rows][ys]
+    int64_t ys;
+};
+
+// The y-th non-empty token tile over all experts: expert e owns ceil(rows(e) / BN)
+// tiles in expert order. Called by a whole warp (warp-uniform result); false when
+// y is past the last tile.
+template <int BN>
+__device__ bool find_tile(const int32_t* offsets, int64_t n_experts, int y, int& expert, int& r0, int& r1) {
+    const int lane = threadIdx.x % 32;
+    int seen = 0;
+    for (int64_t e0 = 0; e0 < n_experts; e0 += 32) {
+        const int64_t e = e0 + lane;
+        const int lo = e < n_experts ? offsets[e] : 0, hi = e < n_experts ? offsets[e + 1] : 0;
+        const int tiles = (hi - lo + BN - 1) / BN;
+        int incl = tiles;  // inclusive prefix sum over the lanes
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, incl, d);
+            if (lane >= d) incl += v;
+        }
+        const int total = __shfl_sync(0xffffffffu, incl, 31);
+        if (y < seen + total) {
+            const int rel = y - seen;
+            const int owner = __ffs(__ballot_sync(0xffffffffu, incl > rel)) - 1;
+            const int first = __shfl_sync(0xffffffffu, incl - tiles, owner);
+            const int olo = __shfl_sync(0xffffffffu, lo, owner), ohi = __shfl_sync(0xffffffffu, hi, owner);
+            expert = static_cast<int>(e0) + owner;
+            r0 = olo + (rel - first) * BN;
+            r1 = min(ohi, r0 + BN);
+            return true;
+        }
+        seen += total;
+    }
+    return false;
+}
+
+template <GgmlType T, int BN>
+__global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs a) {
+    pdl_begin();
+    using G = Tiling<BN>;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __nv_bfloat16* const smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+
+    int expert = 0, r0 = 0, r1 = 0;
+    if (!find_tile<BN>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y), expert, r0, r1)) return;  // whole block
+    const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBM;
+    const uint8_t* const wexp = a.w + static_cast<uint64_t>(expert) * a.expert_bytes;
+    const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+    const int wm = warp % G::WM, wn = warp / G::WM;
+
+    // This thread's pieces of a stage: values col .. col + 8 of tile rows row0 + 32·i
+    // (weights: i < kAPieces; activations: the same pattern over BN rows). Weight rows
+    // past n_out decode as zeros (their outputs are not written).
+    constexpr int kRowStep = kThreads / kPieces;
+    const int row0 = tid / kPieces, col = (tid % kPieces) * 8;
+    // Stage k0's weight pieces: fetch_a issues the loads into raw (one stage ahead),
+    // put_a decodes them and stores them as BF16 into the stage's shared tile. Every
+    // piece loads an in-bounds address (rows clamped to n_out − 1, values to the last
+    // piece of the row; n_in % 8 == 0); pieces past the row or the outputs store zeros.
+    using P = Piece<T>;
+    P raw[kAPieces];
+    auto fetch_a = [&](int64_t k0) {
+        const int64_t k = k0 + col < a.n_in ? k0 + col : a.n_in - 8;
+#pragma unroll
+        for (int i = 0; i < kAPieces; ++i) {
+            const int64_t m = min(m0 + row0 + kRowStep * i, a.n_out - 1);
+            raw[i] = P::fetch(wexp + static_cast<uint64_t>(m) * a.row_bytes, k);
+        }
+    };
+    auto put_a = [&](__nv_bfloat16* sa, int64_t k0) {
+        const bool k_in = k0 + col < a.n_in;
+        const int64_t k = k_in ? k0 + col : a.n_in - 8;
+#pragma unroll
+        for (int i = 0; i < kAPieces; ++i) {
+            const bool ok = k_in && m0 + row0 + kRowStep * i < a.n_out;
+            float v[8];
+            raw[i].decode(k, v);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) v[j] = ok ? v[j] : 0.0f;
+            *reinterpret_cast<uint4*>(sa + (row0 + kRowStep * i) * kLd + col) = pack8_bf16(v);
+        }
+    };
+    // Stage k0's activation rows r0 .. r1 by cp.async (zeros past the expert's rows or
+    // the row end).
+    auto load_b = [&](__nv_bfloat16* sb, int64_t k0) {
+        const int64_t k = k0 + col;
+#pragma unroll
+        for (int n = row0; n < BN; n += kRowStep) {
+            const int64_t r = r0 + n;
+            const bool ok = r < r1 && k < a.n_in;
+            cp_async16(sb + n * kLd + col, ok ? a.x + r * a.n_in + k : a.x, ok ? 16 : 0);
+        }
+    };
+
+    float acc[G::MT][G::NT][4];
+#pragma unroll
+    for (int mt = 0; mt < G::MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < G::NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
+
+    // Fragment addresses inside a stage (see ldmatrix_x4): the A matrices are (rows
+    // 0-7, 8-15) × (k 0-7, 8-15) in the order a0..a3; the B matrices (tokens 0-7, k
+    // 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15): b0, b1 of two n8 tiles.
+    const int a_row = wm * (kBM / G::WM) + (lane % 8) + 8 * ((lane / 8) % 2), a_col = 8 * (lane / 16);
+    const int b_row = wn * (BN / G::WN) + (lane % 8) + 8 * (lane / 16), b_col = 8 * ((lane / 8) % 2);
+
+    const int64_t n_stages = (a.n_in + kBK - 1) / kBK;
+    fetch_a(0);
+    put_a(smem, 0);
+    load_b(smem + kBM * kLd, 0);
+    cp_async_commit();
+    if (n_stages > 1) fetch_a(kBK);
+    for (int64_t s = 0; s < n_stages; ++s) {
+        const __nv_bfloat16* const sa = smem + (s % 2) * G::kStage;
+        const __nv_bfloat16* const sb = sa + kBM * kLd;
+        __nv_bfloat16* const next = smem + ((s + 1) % 2) * G::kStage;
+        cp_async_wait<0>();
+        __syncthreads();  // stage s complete; every warp is done with stage s − 1's buffer
+        const bool more = s + 1 < n_stages;
+        if (more) {
+            load_b(next + kBM * kLd, (s + 1) * kBK);
+            cp_async_commit();
+        }
+#pragma unroll
+        for (int kk = 0; kk < kBK; kk += 16) {
+            uint32_t af[G::MT][4];
+#pragma unroll
+            for (int mt = 0; mt < G::MT; ++mt) ldmatrix_x4(af[mt], sa + (a_row + 16 * mt) * kLd + kk + a_col);
+#pragma unroll
+            for (int np = 0; np < G::NT / 2; ++np) {
+                uint32_t bf[4];
+                ldmatrix_x4(bf, sb + (b_row + 16 * np) * kLd + kk + b_col);
+#pragma unroll
+                for (int mt = 0; mt < G::MT; ++mt) {
+                    mma_bf16(acc[mt][2 * np], af[mt], bf[0], bf[1]);
+                    mma_bf16(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+                }
+            }
+        }
+        // Stage s + 1's weights were fetched during this stage's multiply (the loads
+        // had the whole of it to arrive); decode them, then fetch stage s + 2's.
+        if (more) {
+            put_a(next, (s + 1) * kBK);
+            if (s + 2 < n_stages) fetch_a((s + 2) * kBK);
+        }
+    }
+
+    // Accumulator (mt, nt): c0, c1 at output row g, tokens 2·t4 and + 1; c2, c3 at row
+    // g + 8.
+    const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int mt = 0; mt < G::MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < G::NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int64_t m = m0 + wm * (kBM / G::WM) + 16 * mt + g + 8 * (j / 2);
+                const int64_t r = r0 + wn * (BN / G::WN) + 8 * nt + 2 * t4 + (j % 2);
+                if (m < a.n_out && r < r1) a.y[r * a.ys + m] = acc[mt][nt][j];
+            }
+}
+
+// The weight types with a tile decoder here: the block formats of the common
+// file types (others take the expansion path).
+bool tile_type(GgmlType t) {
+    switch (t) {
+        case GgmlType::Q4_0:
+        case GgmlType::Q5_0:
+        case GgmlType::Q8_0:
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K:
+        case GgmlType::Q6_K: return true;
+        default: return false;
+    }
+}
+
+template <class F>
+void dispatch_tile_type(GgmlType t, F&& f) {
+    switch (t) {
+        case GgmlType::Q4_0: f.template operator()<GgmlType::Q4_0>(); return;
+        case GgmlType::Q5_0: f.template operator()<GgmlType::Q5_0>(); return;
+        case GgmlType::Q8_0: f.template operator()<GgmlType::Q8_0>(); return;
+        case GgmlType::Q4_K: f.template operator()<GgmlType::Q4_K>(); return;
+        case GgmlType::Q5_K: f.template operator()<GgmlType::Q5_K>(); return;
+        case GgmlType::Q6_K: f.template operator()<GgmlType::Q6_K>(); return;
+        default: HF2Q_ASSERT(false);
+    }
+}
+
+template <int BN>
+void launch_tiles(const TileArgs& a, GgmlType type, unsigned m_tiles, unsigned n_tiles, cudaStream_t s) {
+    dispatch_tile_type(type, [&]<GgmlType T>() {
+        allow_smem<grouped_tile_gemm_kernel<T, BN>>(Tiling<BN>::kSmem);
+        launch(grouped_tile_gemm_kernel<T, BN>, dim3(m_tiles, n_tiles), kThreads, Tiling<BN>::kSmem, s, a);
+    });
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaStream_t s) {
+    const int64_t n_in = p.w.n_in, n_out = p.w.n_out;
+    if (!tile_type(p.w.type) || n_in <= 0 || n_in % 8 != 0 || p.n_rows <= 0 || n_out <= 0) return false;
+    // Token tiles of 32 rows. Each tile decodes its expert's weights again, so the
+    // kernel pays where experts have few rows: measured on the H200 (26B-A4B Q4_K_M,
+    // docs/performance.md) it lifts pp512 (about 32 rows per expert) by 66 % over the
+    // expansion + cuBLAS path, but loses to it at pp4096 (256 rows per expert) and to
+    // the grouped GEMV at 64-sequence decode (4 rows per expert). With host offsets,
+    // experts averaging 96+ rows are left to the expansion path (false); without them
+    // the grid is the bound n_rows / 32 + (experts with a partial tile).
+    constexpr int BN = 32;
+    int64_t n_tiles = p.n_rows / BN + std::min(p.n_experts, p.n_rows);
+    if (p.host_offsets != nullptr) {
+        int64_t active = 0;
+        n_tiles = 0;
+        for (int64_t e = 0; e < p.n_experts; ++e) {
+            const int64_t c = p.host_offsets[e + 1] - p.host_offsets[e];
+            if (c <= 0) continue;
+            ++active;
+            n_tiles += (c + BN - 1) / BN;
+        }
+        if (active == 0) return true;
+        if (p.n_rows >= 96 * active) return false;
+    }
+    const int64_t m_tiles = (n_out + kBM - 1) / kBM;
+    if (n_tiles > 65535 || m_tiles > 2147483647) return false;
+
+    const int64_t xs = p.x_stride ? p.x_stride : n_in;
+    to_bf16(p.x, xs, p.x_rows, p.n_rows, n_in, ws, s);
+    TileArgs a;
+    a.w = static_cast<const uint8_t*>(p.w.data);
+    a.row_bytes = p.w.row_bytes;
+    a.expert_bytes = p.expert_bytes;
+    a.n_in = n_in;
+    a.n_out = n_out;
+    a.x = ws.x;
+    a.offsets = p.offsets;
+    a.n_experts = p.n_experts;
+    a.y = p.y;
+    a.ys = p.y_stride ? p.y_stride : n_out;
+    const auto mt = static_cast<unsigned>(m_tiles), nt = static_cast<unsigned>(n_tiles);
+    launch_tiles<BN>(a, p.w.type, mt, nt, s);
+    return true;
+}
+
+}  // namespace hf2q::cuda
