@@ -95,6 +95,44 @@ __device__ bool find_tile(const int32_t* offsets, int64_t n_experts, int y, int&
     return false;
 }
 
+// The pieces the tile decodes: dq8's fetch/decode split (dequant.cuh), except for
+// Q4_K, the gate_up type of Q4_K_M files, where the generic decode cost about 200
+// instructions per 8 weights (ncu) and made the kernel ALU-bound. Here the K-quant
+// header comes in one 16-byte load (blocks are 16-byte aligned: gemm_grouped_tiles
+// checks), the sub-block's scale bytes are picked with prmt instead of byte
+// selects, and each value becomes a float with one prmt (2^23 + q) and one add.
+// The same operations as the CPU's dequantizer: d1·q − m1 in one fma.
+template <GgmlType T>
+struct TilePiece : Piece<T> {
+    __device__ __forceinline__ static TilePiece fetch(const uint8_t* row, int64_t k) { return {Piece<T>::fetch(row, k)}; }
+};
+
+template <>
+struct TilePiece<GgmlType::Q4_K> {
+    uint4 h;  // d, dmin, scales[12]
+    uint2 q;  // the 8 bytes holding this piece's nibbles
+    __device__ __forceinline__ static TilePiece fetch(const uint8_t* row, int64_t k) {
+        const uint8_t* b = row + (k >> 8) * 144;
+        const int e = static_cast<int>(k & 255);
+        return {*reinterpret_cast<const uint4*>(b), *reinterpret_cast<const uint2*>(b + 16 + 32 * (e >> 6) + (e & 31))};
+    }
+    __device__ __forceinline__ void decode(int64_t k, float (&v)[8]) const {
+        const int e = static_cast<int>(k & 255);
+        const uint32_t j = static_cast<uint32_t>(e >> 5);  // sub-block 0..7
+        // Low bytes: header byte 4 + j, 8 + j, and j (kscale's s[j], s[j + 4], s[j − 4]).
+        const uint32_t b4 = __byte_perm(h.y, h.z, j), b8 = __byte_perm(h.z, h.w, j), b0 = __byte_perm(h.x, h.y, j);
+        const uint32_t sc = j < 4 ? (b4 & 63) : ((b8 & 15) | ((b0 >> 2) & 0x30));
+        const uint32_t m = j < 4 ? (b8 & 63) : (((b8 >> 4) & 15) | ((b4 >> 2) & 0x30));
+        const float d1 = half_bits(h.x) * small_int(static_cast<int32_t>(sc));
+        const float m1 = half_bits(h.x >> 16) * small_int(static_cast<int32_t>(m));
+        const int shift = (e & 32) ? 4 : 0;
+        const uint32_t w[2] = {(q.x >> shift) & 0x0F0F0F0Fu, (q.y >> shift) & 0x0F0F0F0Fu};
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            v[i] = fmaf(d1, __int_as_float(__byte_perm(w[i / 4], 0x4B000000u, 0x7440u | (i % 4))) - 8388608.0f, -m1);
+    }
+};
+
 template <GgmlType T, int BN>
 __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs a) {
     pdl_begin();
@@ -118,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
     // put_a decodes them and stores them as BF16 into the stage's shared tile. Every
     // piece loads an in-bounds address (rows clamped to n_out − 1, values to the last
     // piece of the row; n_in % 8 == 0); pieces past the row or the outputs store zeros.
-    using P = Piece<T>;
+    using P = TilePiece<T>;
     P raw[kAPieces];
     auto fetch_a = [&](int64_t k0) {
         const int64_t k = k0 + col < a.n_in ? k0 + col : a.n_in - 8;
@@ -264,6 +302,10 @@ void launch_tiles(const TileArgs& a, GgmlType type, unsigned m_tiles, unsigned n
 bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaStream_t s) {
     const int64_t n_in = p.w.n_in, n_out = p.w.n_out;
     if (!tile_type(p.w.type) || n_in <= 0 || n_in % 8 != 0 || p.n_rows <= 0 || n_out <= 0) return false;
+    // TilePiece<Q4_K> loads the 16-byte header of every block as one uint4.
+    if (p.w.type == GgmlType::Q4_K &&
+        ((reinterpret_cast<uintptr_t>(p.w.data) | p.w.row_bytes | p.expert_bytes) % 16) != 0)
+        return false;
     // Token tiles of 32 rows. Each tile decodes its expert's weights again, so the
     // kernel pays where experts have few rows: measured on the H200 (26B-A4B Q4_K_M,
     // docs/performance.md) it lifts pp512 (about 32 rows per expert) by 66 % over the
