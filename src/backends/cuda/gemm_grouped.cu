@@ -96,7 +96,7 @@ __device__ bool find_tile(const int32_t* offsets, int64_t n_experts, int y, int&
 }
 
 // The pieces the tile decodes: dq8's fetch/decode split (dequant.cuh), except for
-// Q4_K, the gate_up type of Q4_K_M files, where the generic decode cost about 200
+// Q4_K and Q5_0, the expert types of Q4_K_M files (Q4_K here), where the generic decode cost about 200
 // instructions per 8 weights (ncu) and made the kernel ALU-bound. Here the K-quant
 // header comes in one 16-byte load (blocks are 16-byte aligned: gemm_grouped_tiles
 // checks), the sub-block's scale bytes are picked with prmt instead of byte
@@ -130,6 +130,39 @@ struct TilePiece<GgmlType::Q4_K> {
 #pragma unroll
         for (int i = 0; i < 8; ++i)
             v[i] = fmaf(d1, __int_as_float(__byte_perm(w[i / 4], 0x4B000000u, 0x7440u | (i % 4))) - 8388608.0f, -m1);
+    }
+};
+
+// Q5_0, the expert down type of Q4_K_M files (704-wide rows take no K-quant): blocks
+// are 22 bytes, so only 2-byte aligned; the words holding a piece are loaded at
+// 4-byte alignment and shifted into place without branches (the third word only
+// when the piece straddles it, so nothing past the block is read). The 8 high bits
+// are spread to the bytes' bit 4 with one multiply (bit i -> bit 8·i).
+template <>
+struct TilePiece<GgmlType::Q5_0> {
+    uint32_t dq, qh;  // d in the low 16 bits of dq; qh: the block's 32 high bits
+    uint2 q;          // the 8 bytes holding this piece's nibbles
+    __device__ __forceinline__ static TilePiece fetch(const uint8_t* row, int64_t k) {
+        const uint8_t* b = row + (k >> 5) * 22;
+        const uintptr_t off = reinterpret_cast<uintptr_t>(b) & 3;  // 0 or 2
+        const uint32_t* w = reinterpret_cast<const uint32_t*>(b - off);
+        const uint32_t sh = static_cast<uint32_t>(off) * 8;
+        const uint32_t w0 = w[0], w1 = w[1];
+        const int qb = static_cast<int>(off) + 6 + static_cast<int>(k & 15);  // first nibble byte from w
+        const uint32_t* wq = w + qb / 4;
+        const uint32_t s2 = static_cast<uint32_t>(qb & 3) * 8;
+        const uint32_t qa = wq[0], qbw = wq[1], qc = s2 != 0 ? wq[2] : 0u;
+        return {w0 >> sh, __funnelshift_rc(w0, w1, 16 + sh), make_uint2(__funnelshift_rc(qa, qbw, s2), __funnelshift_rc(qbw, qc, s2))};
+    }
+    __device__ __forceinline__ void decode(int64_t k, float (&v)[8]) const {
+        const int j = static_cast<int>(k & 31);
+        const float d = half_bits(dq);
+        const int shift = j < 16 ? 0 : 4;
+        const uint32_t hb = qh >> j;
+        const uint32_t w[2] = {((q.x >> shift) & 0x0F0F0F0Fu) | ((((hb & 15u) * 0x00204081u) & 0x01010101u) << 4),
+                               ((q.y >> shift) & 0x0F0F0F0Fu) | (((((hb >> 4) & 15u) * 0x00204081u) & 0x01010101u) << 4)};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = d * (__int_as_float(__byte_perm(w[i / 4], 0x4B000000u, 0x7440u | (i % 4))) - 8388624.0f);
     }
 };
 
