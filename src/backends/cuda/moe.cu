@@ -15,8 +15,9 @@ namespace {
 // Routed rows from which a device-only grouped product (batched decode) takes the
 // tile GEMM instead of the grouped GEMV. Off by default: at 64 sequences of the
 // 26B-A4B (512 routed rows, 4 per expert) the GEMV gives 1,872 tok/s and the tile
-// GEMM 1,355 (H200, docs/performance.md); larger batches are not measured yet. A
-// compile definition so the crossover can be measured (HF2Q_MOE_TILE_MIN_ROWS=...).
+// GEMM 1,355 with the generic decode (H200, docs/performance.md); larger batches are
+// not measured yet. A compile definition so the crossover can be measured
+// (HF2Q_MOE_TILE_MIN_ROWS=...).
 #ifndef HF2Q_MOE_TILE_MIN_ROWS
 #define HF2Q_MOE_TILE_MIN_ROWS (int64_t{1} << 40)
 #endif
