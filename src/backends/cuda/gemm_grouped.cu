@@ -96,7 +96,7 @@ __device__ bool find_tile(const int32_t* offsets, int64_t n_experts, int y, int&
 }
 
 // The pieces the tile decodes: dq8's fetch/decode split (dequant.cuh), except for
-// Q4_K and Q5_0, the expert types of Q4_K_M files (Q4_K here), where the generic decode cost about 200
+// Q4_K and Q5_0, the expert types of Q4_K_M files, and Q8_0 (Q4_K here), where the generic decode cost about 200
 // instructions per 8 weights (ncu) and made the kernel ALU-bound. Here the K-quant
 // header comes in one 16-byte load (blocks are 16-byte aligned: gemm_grouped_tiles
 // checks), the sub-block's scale bytes are picked with prmt instead of byte
@@ -163,6 +163,30 @@ struct TilePiece<GgmlType::Q5_0> {
                                ((q.y >> shift) & 0x0F0F0F0Fu) | (((((hb >> 4) & 15u) * 0x00204081u) & 0x01010101u) << 4)};
 #pragma unroll
         for (int i = 0; i < 8; ++i) v[i] = d * (__int_as_float(__byte_perm(w[i / 4], 0x4B000000u, 0x7440u | (i % 4))) - 8388624.0f);
+    }
+};
+
+// Q8_0 (34-byte blocks, 2-byte aligned): the same word loads; the signed bytes
+// become floats through 2^23 + (q + 128).
+template <>
+struct TilePiece<GgmlType::Q8_0> {
+    uint32_t d;  // in the low 16 bits
+    uint2 q;     // this piece's 8 signed bytes
+    __device__ __forceinline__ static TilePiece fetch(const uint8_t* row, int64_t k) {
+        const uint8_t* b = row + (k >> 5) * 34;
+        const uintptr_t off = reinterpret_cast<uintptr_t>(b) & 3;  // 0 or 2
+        const uint32_t* w = reinterpret_cast<const uint32_t*>(b - off);
+        const int qb = static_cast<int>(off) + 2 + static_cast<int>(k & 31);  // first value byte from w
+        const uint32_t* wq = w + qb / 4;
+        const uint32_t s2 = static_cast<uint32_t>(qb & 3) * 8;
+        const uint32_t qa = wq[0], qbw = wq[1], qc = s2 != 0 ? wq[2] : 0u;
+        return {w[0] >> (static_cast<uint32_t>(off) * 8), make_uint2(__funnelshift_rc(qa, qbw, s2), __funnelshift_rc(qbw, qc, s2))};
+    }
+    __device__ __forceinline__ void decode(int64_t, float (&v)[8]) const {
+        const float dd = half_bits(d);
+        const uint32_t w[2] = {q.x ^ 0x80808080u, q.y ^ 0x80808080u};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = dd * (__int_as_float(__byte_perm(w[i / 4], 0x4B000000u, 0x7440u | (i % 4))) - 8388736.0f);
     }
 };
 
