@@ -812,7 +812,7 @@ float bf16_round(float x) {
 TEST_F(CudaOps, GroupedTileGemmMatchesBf16Reference) {
     const std::vector<std::vector<int32_t>> scenarios = {
         {0, 1, 31, 32, 33, 65, 0, 5},        // about 28 rows per active expert: the tile kernel
-        {0, 1, 127, 128, 129, 300, 0},       // about 137: the expansion + cuBLAS path
+        {0, 1, 127, 128, 129, 300, 0},       // about 137: 128-token tiles
     };
     const int64_t T = 50;  // tokens the routed rows gather from
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,

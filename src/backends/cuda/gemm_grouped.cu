@@ -31,6 +31,13 @@
 namespace hf2q::cuda {
 namespace {
 
+// 128-token tiles for experts with 96+ rows (else expansion + cuBLAS). A compile
+// definition so the two paths can be measured against each other.
+#ifndef HF2Q_GROUPED_WIDE_TILES
+#define HF2Q_GROUPED_WIDE_TILES 1
+#endif
+constexpr bool kWideTiles = HF2Q_GROUPED_WIDE_TILES != 0;
+
 constexpr int kBM = 128;      // weight rows per tile
 constexpr int kBK = 64;       // reduction values per stage
 constexpr int kLd = kBK + 8;  // shared row stride in BF16 values: rows 144 bytes apart, so
@@ -363,26 +370,27 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaSt
     if (p.w.type == GgmlType::Q4_K &&
         ((reinterpret_cast<uintptr_t>(p.w.data) | p.w.row_bytes | p.expert_bytes) % 16) != 0)
         return false;
-    // Token tiles of 32 rows. Each tile decodes its expert's weights again, so the
-    // kernel pays where experts have few rows: measured on the H200 (26B-A4B Q4_K_M,
-    // docs/performance.md) it lifts pp512 (about 32 rows per expert) by 66 % over the
-    // expansion + cuBLAS path, but loses to it at pp4096 (256 rows per expert) and to
-    // the grouped GEMV at 64-sequence decode (4 rows per expert). With host offsets,
-    // experts averaging 96+ rows are left to the expansion path (false); without them
-    // the grid is the bound n_rows / 32 + (experts with a partial tile).
-    constexpr int BN = 32;
-    int64_t n_tiles = p.n_rows / BN + std::min(p.n_experts, p.n_rows);
+    // Token tiles: each tile decodes its expert's weights again, so wide tiles decode
+    // less and narrow ones waste less of the tensor cores on padding. Experts
+    // averaging 96+ rows (pp4096 and up) take 128-token tiles, fewer take 32. Without
+    // host offsets (batched decode) the grid is the bound n_rows / 32 + (experts with
+    // a partial tile), in 32-token tiles. kWideTiles = false leaves the 96+ case to
+    // the expansion + cuBLAS path (false), for the A/B of docs/performance.md.
+    int64_t n_tiles = p.n_rows / 32 + std::min(p.n_experts, p.n_rows);
+    bool wide = false;
     if (p.host_offsets != nullptr) {
-        int64_t active = 0;
-        n_tiles = 0;
+        int64_t active = 0, tiles32 = 0, tiles128 = 0;
         for (int64_t e = 0; e < p.n_experts; ++e) {
             const int64_t c = p.host_offsets[e + 1] - p.host_offsets[e];
             if (c <= 0) continue;
             ++active;
-            n_tiles += (c + BN - 1) / BN;
+            tiles32 += (c + 31) / 32;
+            tiles128 += (c + 127) / 128;
         }
         if (active == 0) return true;
-        if (p.n_rows >= 96 * active) return false;
+        wide = p.n_rows >= 96 * active;
+        if (wide && !kWideTiles) return false;
+        n_tiles = wide ? tiles128 : tiles32;
     }
     const int64_t m_tiles = (n_out + kBM - 1) / kBM;
     if (n_tiles > 65535 || m_tiles > 2147483647) return false;
@@ -401,7 +409,10 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaSt
     a.y = p.y;
     a.ys = p.y_stride ? p.y_stride : n_out;
     const auto mt = static_cast<unsigned>(m_tiles), nt = static_cast<unsigned>(n_tiles);
-    launch_tiles<BN>(a, p.w.type, mt, nt, s);
+    if (wide)
+        launch_tiles<128>(a, p.w.type, mt, nt, s);
+    else
+        launch_tiles<32>(a, p.w.type, mt, nt, s);
     return true;
 }
 
