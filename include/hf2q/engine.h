@@ -74,6 +74,12 @@ using MatmulObserver = std::function<void(const std::string& tensor, int32_t exp
 // (slower; the reference precision). The CPU backend always computes in f32.
 enum class DevicePrecision { tensor_cores, f32 };
 
+// Element type of the KV cache: f16 (llama.cpp's default: half the memory, so twice
+// the tokens fit, and half the bytes each decode step reads) or f32 (the values as
+// computed). K and V are rounded to f16 once, when stored; attention reads them back
+// exactly and computes in f32 on every backend, so CPU and GPU still agree.
+enum class KvCacheType { f16, f32 };
+
 struct ContextOptions {
     BackendKind backend = BackendKind::cpu;  // where this context computes
     int32_t n_seq_max = 1;      // sequence ids are 0 .. n_seq_max-1
@@ -89,6 +95,7 @@ struct ContextOptions {
     int64_t kv_tokens = 0;         // tokens; 0: n_seq_max × n_ctx (every sequence full)
     double kv_memory_fraction = 0; // fraction (0, 1] of the device memory left free
                                    // after weights and activations (device backends)
+    KvCacheType kv_type = KvCacheType::f16;
     // Time every backend op (synchronizing the device before and after each one) and
     // accumulate the times by op kind: Context::op_profile(). Slows decoding; when
     // false the profiler is not in the call path at all.

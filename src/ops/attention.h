@@ -1,7 +1,11 @@
 // Attention of a flat batch of query tokens over a paged KV cache.
 //
 // KV pool layout (one pool per cached layer):
-//   k_pool, v_pool: [n_blocks][block_size][n_kv_heads][head_dim] f32
+//   k_pool, v_pool: [n_blocks][block_size][n_kv_heads][head_dim] of KvType: f32, or
+//   IEEE half (f16, llama.cpp's default cache type: half the memory and the bytes
+//   that decode reads). Values are rounded to f16 once, when stored (round to
+//   nearest even, the same on every backend); attention reads them back exactly and
+//   computes in f32 as for an f32 cache.
 // A sequence's block table maps logical block b (positions b·block_size ...) to a
 // physical block id, or −1 when the block was released (sliding layers).
 //
@@ -17,6 +21,10 @@
 
 namespace hf2q::ops {
 
+enum class KvType : uint8_t { f32, f16 };
+
+constexpr int64_t kv_type_bytes(KvType t) { return t == KvType::f16 ? 2 : 4; }
+
 struct AttentionParams {
     const float* q = nullptr;     // [n_tokens][n_heads][head_dim]
     float* out = nullptr;         // [n_tokens][n_heads][head_dim]
@@ -24,8 +32,8 @@ struct AttentionParams {
     int64_t n_heads = 0;
     int64_t n_kv_heads = 0;
     int64_t head_dim = 0;
-    const float* k_pool = nullptr;
-    const float* v_pool = nullptr;
+    const void* k_pool = nullptr;  // elements of kv_type (below)
+    const void* v_pool = nullptr;
     int64_t block_size = 0;
     const int32_t* pos = nullptr;                // [n_tokens]
     const int32_t* const* tables = nullptr;      // [n_tokens] → block table of its sequence
@@ -37,6 +45,7 @@ struct AttentionParams {
     // when unknown. Only sizes the work (device backends split the key range by it);
     // a result never depends on it beyond rounding, and a wrong bound stays correct.
     int64_t max_keys = 0;
+    KvType kv_type = KvType::f32;  // element type of k_pool and v_pool
 };
 
 }  // namespace hf2q::ops

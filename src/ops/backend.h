@@ -149,6 +149,7 @@ public:
         s.v = p.v;
         s.k_pool = p.k_pool;
         s.v_pool = p.v_pool;
+        s.kv_type = p.kv_type;
         s.row = p.n_kv_heads * p.head_dim;
         s.block_size = p.block_size;
         s.pos = p.pos;

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "ops/attention.h"
+
 namespace hf2q::ops {
 
 // dst[i][0..n) = src[rows[i]][0..n)
@@ -31,12 +33,14 @@ struct ScatterAddParams {
 
 // Writes K and V rows of n_tokens tokens into the cache pools at their positions:
 // pool row of position p = tables[t][p / block_size] · block_size + p % block_size,
-// each pool row holding `row` floats (n_kv_heads · head_dim).
+// each pool row holding `row` values (n_kv_heads · head_dim) of kv_type
+// (ops/attention.h: f16 pools get the values rounded to nearest even).
 struct KvStoreParams {
     const float* k = nullptr;  // [n_tokens][row]
     const float* v = nullptr;  // [n_tokens][row]
-    float* k_pool = nullptr;
-    float* v_pool = nullptr;
+    void* k_pool = nullptr;
+    void* v_pool = nullptr;
+    KvType kv_type = KvType::f32;
     int64_t row = 0;
     int64_t block_size = 0;
     const int32_t* pos = nullptr;            // [n_tokens]
@@ -46,8 +50,8 @@ struct KvStoreParams {
 
 // Copies whole blocks inside one pool: pool[dst[i]] = pool[src[i]] (copy on write).
 struct CopyBlocksParams {
-    float* pool = nullptr;
-    int64_t block_floats = 0;  // block_size · row
+    void* pool = nullptr;
+    int64_t block_bytes = 0;  // block_size · row · kv_type_bytes
     const int32_t* src = nullptr;
     const int32_t* dst = nullptr;
     int64_t n = 0;

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "ops/attention.h"
 
 namespace hf2q::ops {
 
@@ -46,8 +47,9 @@ struct AttentionInputsParams {
     float* v = nullptr;          // [n_tokens][n_kv_heads][head_dim]; with v_from_k, scratch only
     bool v_from_k = false;
     int64_t n_kv_heads = 0;
-    float* k_pool = nullptr;
-    float* v_pool = nullptr;
+    void* k_pool = nullptr;  // elements of kv_type (ops/attention.h)
+    void* v_pool = nullptr;
+    KvType kv_type = KvType::f32;
     int64_t block_size = 0;
     const int32_t* const* tables = nullptr;  // [n_tokens]
 };

@@ -83,12 +83,14 @@ void ContextImpl::allocate_kv() {
     const int64_t swa_per_seq = ceil_div(c.sliding_window - 1 + opts.n_ubatch, B) + 2;
     const int64_t swa_blocks = std::min(every_full, opts.n_seq_max * swa_per_seq);
     pool_row_.resize(sz(c.n_layer));
+    kv_type_ = opts.kv_type == KvCacheType::f32 ? ops::KvType::f32 : ops::KvType::f16;
+    const auto elem = static_cast<uint64_t>(ops::kv_type_bytes(kv_type_));
     uint64_t full_block_bytes = 0, swa_block_bytes = 0;  // K and V of every cache-owning layer
     for (int64_t il = 0; il < c.n_layer; ++il) {
         pool_row_[sz(il)] = c.kv_heads(il) * c.head_dim(il);
         if (!c.has_kv(il)) continue;
         (c.is_sliding(il) ? swa_block_bytes : full_block_bytes) +=
-            2 * static_cast<uint64_t>(B * pool_row_[sz(il)]) * sizeof(float);
+            2 * static_cast<uint64_t>(B * pool_row_[sz(il)]) * elem;
     }
     int64_t full_blocks = every_full;
     if (opts.kv_tokens > 0) {
@@ -123,8 +125,13 @@ void ContextImpl::allocate_kv() {
         int64_t blocks = c.is_sliding(il) ? swa_blocks : full_blocks;
         auto n = checked_mul(static_cast<uint64_t>(blocks * B), static_cast<uint64_t>(pool_row_[sz(il)]));
         if (!n || *n > (1ull << 40)) fail("KV cache for layer ", il, " is too large; lower --ctx-size or --parallel");
-        pools_[sz(il)].k = backend_->alloc_array<float>(*n);
-        pools_[sz(il)].v = backend_->alloc_array<float>(*n);
+        auto alloc = [&]() -> void* {
+            if (kv_type_ == ops::KvType::f16) return backend_->alloc_array<uint16_t>(*n);
+            return backend_->alloc_array<float>(*n);
+        };
+        pools_[sz(il)].k = alloc();
+        pools_[sz(il)].v = alloc();
+        pools_[sz(il)].type = kv_type_;
         pools_[sz(il)].n_blocks = blocks;
     }
     for (int64_t il = 0; il < c.n_layer; ++il) layer_kv_[sz(il)] = pools_[sz(c.kv_source[sz(il)])];
@@ -172,7 +179,7 @@ void ContextImpl::apply_copies(const std::vector<kv::BlockCopy>& copies) {
         for (int64_t il = 0; il < c.n_layer; ++il) {
             if (!c.has_kv(il) || (c.is_sliding(il) ? gemma4::kSlidingGroup : gemma4::kFullGroup) != g) continue;
             ops::CopyBlocksParams p;
-            p.block_floats = opts_.kv_block_size * pool_row_[sz(il)];
+            p.block_bytes = opts_.kv_block_size * pool_row_[sz(il)] * ops::kv_type_bytes(kv_type_);
             p.src = d_copy_src_;
             p.dst = d_copy_dst_;
             p.n = static_cast<int64_t>(src.size());

@@ -54,7 +54,8 @@ private:
     int64_t full_blocks_ = 0;                // blocks of each full-attention pool
     std::vector<gemma4::LayerKv> pools_;     // per layer: own pools, null if KV-shared
     std::vector<gemma4::LayerKv> layer_kv_;  // per layer: the pools it reads
-    std::vector<int64_t> pool_row_;          // per layer: floats per cached token
+    std::vector<int64_t> pool_row_;          // per layer: values per cached token
+    ops::KvType kv_type_ = ops::KvType::f16;  // element type of every pool
     std::unique_ptr<gemma4::Forward> forward_;
 
     // Per-micro-batch inputs, built on the host and uploaded to backend buffers of

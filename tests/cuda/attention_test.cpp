@@ -27,6 +27,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "models/gemma4/forward.h"
+#include "quant/quant.h"
 #include "runtime/backend_factory.h"
 
 // The perf mode and the workspace-size tests call the launcher directly (own stream,
@@ -216,6 +217,7 @@ class CudaAttention : public ::testing::Test {
         ops::AttentionParams host, device;
         std::vector<const int32_t*> host_tabs;
         float* dout = nullptr;
+        std::vector<uint16_t> k16, v16;  // the host pools as f16 (kv == f16)
     };
     Bound bind(const Case& c, const KvSetup& s, std::vector<float>& ref_out) {
         Bound b;
@@ -250,6 +252,15 @@ class CudaAttention : public ::testing::Test {
                                         dev(s.pos),    dev(dtabs),    dev(s.table_len),
                                         c.window,      1.0f,          s.n_blocks};
         b.host.max_keys = b.device.max_keys = c.max_keys;
+        if (kv == ops::KvType::f16) {  // both backends read the same rounded pools (NaN stays NaN)
+            for (float x : s.k_pool) b.k16.push_back(quant::fp32_to_fp16(x));
+            for (float x : s.v_pool) b.v16.push_back(quant::fp32_to_fp16(x));
+            b.host.k_pool = b.k16.data();
+            b.host.v_pool = b.v16.data();
+            b.device.k_pool = dev(b.k16);
+            b.device.v_pool = dev(b.v16);
+            b.host.kv_type = b.device.kv_type = kv;
+        }
         return b;
     }
 
@@ -311,14 +322,30 @@ class CudaAttention : public ::testing::Test {
     std::unique_ptr<ops::Backend> gpu, cpu;
     std::mt19937 rng{20240917};
     std::map<int, double> worst_tc, worst_f32;
+    ops::KvType kv = ops::KvType::f32;  // element type of the pools bind() hands out
+};
+
+// The grids below run with each KV cache type: f16 pools hold the f32 values
+// rounded once, and the CPU reference reads the same pools.
+class CudaAttentionKv : public CudaAttention, public ::testing::WithParamInterface<ops::KvType> {
+  protected:
+    void SetUp() override {
+        CudaAttention::SetUp();
+        kv = GetParam();
+    }
 };
 
 }  // namespace
 
+INSTANTIATE_TEST_SUITE_P(Cache, CudaAttentionKv, ::testing::Values(ops::KvType::f32, ops::KvType::f16),
+                         [](const ::testing::TestParamInfo<ops::KvType>& i) {
+                             return std::string(i.param == ops::KvType::f16 ? "f16" : "f32");
+                         });
+
 // One prompt (optionally after a cached prefix: chunked prefill) over the grid of
 // head sizes, GQA ratios, windows (none, shorter and longer than the sequence),
 // odd lengths and block sizes.
-TEST_F(CudaAttention, PrefillGrid) {
+TEST_P(CudaAttentionKv, PrefillGrid) {
     int i = 0;
     for (int64_t D : {64, 256, 512})
         for (int64_t gqa : {1, 2, 8})
@@ -339,7 +366,7 @@ TEST_F(CudaAttention, PrefillGrid) {
 
 // Long prompts: many query tiles, key tiles skipped by the causal mask and the
 // window, and (bs 8 / 32) tables with many entries.
-TEST_F(CudaAttention, LongPrefill) {
+TEST_P(CudaAttentionKv, LongPrefill) {
     int i = 0;
     for (int64_t D : {256, 512})
         for (int64_t gqa : {2, 8})
@@ -362,7 +389,7 @@ TEST_F(CudaAttention, LongPrefill) {
 }
 
 // A sliding-window chunk whose table has released (−1) blocks below the window.
-TEST_F(CudaAttention, SlidingWindowReleasedBlocks) {
+TEST_P(CudaAttentionKv, SlidingWindowReleasedBlocks) {
     for (int64_t D : {256, 512})
         for (int64_t bs : {8, 16, 32}) {
             Case c;
@@ -380,7 +407,7 @@ TEST_F(CudaAttention, SlidingWindowReleasedBlocks) {
 
 // Decode batches: 64 sequences of different lengths, one token each (interleaved
 // order), sliding and full layers of the Gemma 4 shapes.
-TEST_F(CudaAttention, ManySequencesDecode) {
+TEST_P(CudaAttentionKv, ManySequencesDecode) {
     for (int variant = 0; variant < 3; ++variant) {
         Case c;
         c.head_dim = variant == 0 ? 256 : 512;
@@ -397,7 +424,7 @@ TEST_F(CudaAttention, ManySequencesDecode) {
 
 // Mixed batches: two prompts back to back (a tile straddles them), plus decode
 // tokens; interleaved prefill tokens of two sequences; short speculative runs.
-TEST_F(CudaAttention, MixedBatches) {
+TEST_P(CudaAttentionKv, MixedBatches) {
     for (int64_t D : {128, 256, 512}) {
         Case c;
         c.head_dim = D;
@@ -433,7 +460,7 @@ TEST_F(CudaAttention, MixedBatches) {
 }
 
 // One token: the key range is split across many blocks (flash decoding).
-TEST_F(CudaAttention, SingleTokenBatch) {
+TEST_P(CudaAttentionKv, SingleTokenBatch) {
     for (int64_t D : {64, 256, 512})
         for (int64_t gqa : {1, 8}) {
             Case c;
@@ -447,7 +474,7 @@ TEST_F(CudaAttention, SingleTokenBatch) {
 }
 
 // Decode over ≥ 4096 keys: many splits per (token, head) and the combiner.
-TEST_F(CudaAttention, LongContextDecode) {
+TEST_P(CudaAttentionKv, LongContextDecode) {
     Case c;
     c.head_dim = 512;
     c.gqa = 8;
@@ -490,7 +517,7 @@ Case decode_layer(int64_t D, bool sliding, std::vector<Seq> seqs) {
 // splits than the keys need) and huge all give the reference result to the tolerance
 // of the unbounded run. One token (a handful of keys, at a bucket edge, past the
 // window) and sequences of different lengths (the short ones' splits mostly empty).
-TEST_F(CudaAttention, DecodeWithKeyBound) {
+TEST_P(CudaAttentionKv, DecodeWithKeyBound) {
     const std::vector<std::vector<Seq>> batches = {
         {{1, 1}},   {{20, 1}},   {{256, 1}},
         {{257, 1}}, {{3000, 1}}, {{5, 1}, {300, 1}, {1500, 1}, {40, 1}, {2048, 1}, {17, 1}},
@@ -506,7 +533,7 @@ TEST_F(CudaAttention, DecodeWithKeyBound) {
 }
 
 // Head sizes without a fast kernel run the generic f32 kernel.
-TEST_F(CudaAttention, OtherHeadSizesUseGenericKernel) {
+TEST_P(CudaAttentionKv, OtherHeadSizesUseGenericKernel) {
     for (int64_t D : {8, 32, 96, 160})
         for (int32_t window : {0, 5}) {
             Case c;
@@ -578,7 +605,7 @@ TEST_F(CudaAttention, PrecisionF16VersusBf16) {
 
 // The launcher with a workspace too small for the tile plan or for splits (all
 // work then runs on the split kernel, unsplit) and with none at all.
-TEST_F(CudaAttention, SmallWorkspace) {
+TEST_P(CudaAttentionKv, SmallWorkspace) {
     Case c;
     c.head_dim = 512;
     c.gqa = 8;
@@ -695,7 +722,7 @@ struct PerfCase {
 // Achieved TFLOP/s (4·D per visible (query head, key) pair) and KV bytes per second,
 // timed with CUDA events over back-to-back launches on one stream. A sample of rows
 // is checked against the CPU reference.
-TEST_F(CudaAttention, DISABLED_Perf) {
+TEST_P(CudaAttentionKv, DISABLED_Perf) {
     const PerfCase cases[] = {
         {"prefill 4096, D=256, 16/8 heads, window 1024", 256, 16, 8, 4096, 1, 4096, 1024},
         {"prefill 4096, D=512, 16/2 heads, causal", 512, 16, 2, 4096, 1, 4096, 0},
@@ -730,7 +757,7 @@ TEST_F(CudaAttention, DISABLED_Perf) {
         for (int32_t p : s.pos) {
             const double keys = p - window_lo(p, pc.window) + 1;
             flops += 4.0 * pc.D * pc.n_heads * keys;
-            kv_bytes += 2.0 * 4 * pc.D * pc.n_kv * keys;
+            kv_bytes += 2.0 * static_cast<double>(ops::kv_type_bytes(kv)) * pc.D * pc.n_kv * keys;
         }
         const int iters = pc.tokens_per_seq > 1 ? 10 : 50;
         gpu->synchronize();

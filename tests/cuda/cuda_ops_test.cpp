@@ -239,14 +239,42 @@ TEST_F(CudaOps, ResidualNormsWithCombineMatchCpu) {
 // attention_inputs on the device (one kernel for head dims of a multiple of 128,
 // else the op sequence) against the CPU's sequence: q in place, k̂/v̂ in the pools
 // at each token's slot, with and without a cache, V from its own projection or from
-// the raw K (K=V layers), GQA ratios 2 and 8.
+// the raw K (K=V layers), GQA ratios 2 and 8, f32 and f16 pools.
 TEST_F(CudaOps, AttentionInputsMatchCpu) {
+    // A pool of n values of type t, every value 7, and its values as floats.
+    auto pool_of = [](size_t n, ops::KvType t) {
+        std::vector<uint8_t> b(n * static_cast<size_t>(ops::kv_type_bytes(t)));
+        for (size_t i = 0; i < n; ++i) {
+            if (t == ops::KvType::f16) {
+                const uint16_t h = quant::fp32_to_fp16(7.0f);
+                std::memcpy(b.data() + 2 * i, &h, 2);
+            } else {
+                const float f = 7.0f;
+                std::memcpy(b.data() + 4 * i, &f, 4);
+            }
+        }
+        return b;
+    };
+    auto values = [](const std::vector<uint8_t>& b, ops::KvType t) {
+        std::vector<float> v(b.size() / static_cast<size_t>(ops::kv_type_bytes(t)));
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (t == ops::KvType::f16) {
+                uint16_t h;
+                std::memcpy(&h, b.data() + 2 * i, 2);
+                v[i] = quant::fp16_to_fp32(h);
+            } else {
+                std::memcpy(&v[i], b.data() + 4 * i, 4);
+            }
+        }
+        return v;
+    };
     const int64_t bs = 4, n_blocks = 8;
     const std::vector<int32_t> table = {5, 2, 7, 0, 1, 3, 4, 6};
     for (int64_t D : {64, 128, 256, 512}) {
         for (auto [nh, nkv] : {std::pair<int64_t, int64_t>{4, 2}, {8, 1}}) {
             for (int64_t T : {1, 5}) {
-                for (int mode = 0; mode < 3; ++mode) {  // 0: q only, 1: store, 2: store with V = K
+                for (int mode = 0; mode < 5; ++mode) {  // 0: q only, 1: store, 2: store with V = K; 3, 4: f16 pools
+                    const ops::KvType kt = mode >= 3 ? ops::KvType::f16 : ops::KvType::f32;
                     const std::string what = "D=" + std::to_string(D) + " nh=" + std::to_string(nh) +
                                              " T=" + std::to_string(T) + " mode=" + std::to_string(mode);
                     std::vector<int32_t> pos(static_cast<size_t>(T));
@@ -259,7 +287,8 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                                kw = randn(static_cast<size_t>(D));
                     const size_t pool = static_cast<size_t>(n_blocks * bs * nkv * D);
                     // CPU.
-                    std::vector<float> cq = q, ck = k, cv = v, ckp(pool, 7.0f), cvp(pool, 7.0f);
+                    std::vector<float> cq = q, ck = k, cv = v;
+                    std::vector<uint8_t> ckp = pool_of(pool, kt), cvp = ckp;
                     std::vector<const int32_t*> ctab(static_cast<size_t>(T), table.data());
                     ops::AttentionInputsParams c;
                     c.q = cq.data();
@@ -275,16 +304,18 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                         c.k = ck.data();
                         c.k_w = kw.data();
                         c.v = cv.data();
-                        c.v_from_k = mode == 2;
+                        c.v_from_k = mode == 2 || mode == 4;
                         c.n_kv_heads = nkv;
                         c.k_pool = ckp.data();
                         c.v_pool = cvp.data();
+                        c.kv_type = kt;
                         c.block_size = bs;
                         c.tables = ctab.data();
                     }
                     cpu->attention_inputs(c);
                     // Device.
-                    float *dq = dev(q), *dkp = dev(std::vector<float>(pool, 7.0f)), *dvp = dev(std::vector<float>(pool, 7.0f));
+                    float* dq = dev(q);
+                    uint8_t *dkp = dev(pool_of(pool, kt)), *dvp = dev(pool_of(pool, kt));
                     const int32_t* dtable = dev(table);
                     g.q = dq;
                     g.q_w = dev(qw);
@@ -295,17 +326,21 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                         g.k = dev(k);
                         g.k_w = dev(kw);
                         g.v = dev(v);
-                        g.v_from_k = mode == 2;
+                        g.v_from_k = mode == 2 || mode == 4;
                         g.n_kv_heads = nkv;
                         g.k_pool = dkp;
                         g.v_pool = dvp;
+                        g.kv_type = kt;
                         g.block_size = bs;
                         g.tables = dev(std::vector<const int32_t*>(static_cast<size_t>(T), dtable));
                     }
                     gpu->attention_inputs(g);
                     EXPECT_LT(rel_err(host(dq, q.size()), cq), 1e-6) << what << " (q)";
-                    EXPECT_LT(rel_err(host(dkp, pool), ckp), 1e-6) << what << " (k pool)";
-                    EXPECT_LT(rel_err(host(dvp, pool), cvp), 1e-6) << what << " (v pool)";
+                    // f16: the values agree to 1e-6 before rounding, so at most a few round
+                    // to neighbouring halves.
+                    const double tol = kt == ops::KvType::f16 ? 1e-4 : 1e-6;
+                    EXPECT_LT(rel_err(values(host(dkp, ckp.size()), kt), values(ckp, kt)), tol) << what << " (k pool)";
+                    EXPECT_LT(rel_err(values(host(dvp, cvp.size()), kt), values(cvp, kt)), tol) << what << " (v pool)";
                 }
             }
         }

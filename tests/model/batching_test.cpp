@@ -27,26 +27,30 @@ void expect_rows_equal(const std::vector<float>& got, const std::vector<float>& 
 }  // namespace
 
 // All prompts of different lengths in one batch, tokens interleaved across
-// sequences: every sequence's logits equal its single run.
+// sequences: every sequence's logits equal its single run, with either KV cache type.
 TEST_P(Batching, ManySequencesMatchSingleRuns) {
     const Fixture& fx = *fixture(GetParam());
-    auto ctx = Context::create(*fx.model, small_context(4));
-    std::vector<BatchToken> batch;
-    std::vector<std::pair<size_t, size_t>> order;  // (prompt, position) per output
-    for (size_t t = 0; t < 40; ++t)
-        for (size_t i = 0; i < fx.prompts.size(); ++i)
-            if (t < fx.prompts[i].ids.size()) {
-                batch.push_back({fx.prompts[i].ids[t], static_cast<int32_t>(i), static_cast<int32_t>(t), true});
-                order.push_back({i, t});
-            }
-    ctx->decode(batch);
-    ASSERT_EQ(ctx->n_outputs(), static_cast<int32_t>(batch.size()));
-    for (size_t i = 0; i < fx.prompts.size(); ++i) {
-        auto alone = run_alone(*fx.model, fx.prompts[i].ids);
-        for (size_t o = 0; o < order.size(); ++o)
-            if (order[o].first == i)
-                expect_rows_equal(row(*ctx, static_cast<int32_t>(o)), alone, order[o].second, ctx->n_vocab(),
-                                  "prompt " + std::to_string(i));
+    for (KvCacheType kv : {KvCacheType::f32, KvCacheType::f16}) {
+        ContextOptions o = small_context(4);
+        o.kv_type = kv;
+        auto ctx = Context::create(*fx.model, o);
+        std::vector<BatchToken> batch;
+        std::vector<std::pair<size_t, size_t>> order;  // (prompt, position) per output
+        for (size_t t = 0; t < 40; ++t)
+            for (size_t i = 0; i < fx.prompts.size(); ++i)
+                if (t < fx.prompts[i].ids.size()) {
+                    batch.push_back({fx.prompts[i].ids[t], static_cast<int32_t>(i), static_cast<int32_t>(t), true});
+                    order.push_back({i, t});
+                }
+        ctx->decode(batch);
+        ASSERT_EQ(ctx->n_outputs(), static_cast<int32_t>(batch.size()));
+        for (size_t i = 0; i < fx.prompts.size(); ++i) {
+            auto alone = run_alone(*fx.model, fx.prompts[i].ids, 512, BackendKind::cpu, DevicePrecision::tensor_cores, kv);
+            for (size_t o2 = 0; o2 < order.size(); ++o2)
+                if (order[o2].first == i)
+                    expect_rows_equal(row(*ctx, static_cast<int32_t>(o2)), alone, order[o2].second, ctx->n_vocab(),
+                                      "prompt " + std::to_string(i) + (kv == KvCacheType::f16 ? " (f16 cache)" : ""));
+        }
     }
 }
 

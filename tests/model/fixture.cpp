@@ -92,13 +92,15 @@ ContextOptions small_context(int32_t n_seq) {
     o.n_ubatch = 512;
     o.kv_block_size = 4;  // small blocks: every prompt spans several
     o.n_threads = 2;
+    o.kv_type = KvCacheType::f32;  // transformers' f32 math; the f16 cache has its own tests
     return o;
 }
 
 std::vector<float> run_alone(const Model& m, const std::vector<int32_t>& ids, int32_t n_ubatch,
-                             BackendKind backend, DevicePrecision precision) {
+                             BackendKind backend, DevicePrecision precision, KvCacheType kv) {
     ContextOptions o = small_context(1);
     o.n_ubatch = n_ubatch;
+    o.kv_type = kv;
     o.backend = backend;
     o.device_precision = precision;
     auto ctx = Context::create(m, o);

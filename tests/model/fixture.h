@@ -38,8 +38,10 @@ double max_abs_diff(const float* a, const float* b, size_t n);
 // Runs one sequence's tokens (all positions' logits wanted) in a fresh context.
 std::vector<float> run_alone(const Model& m, const std::vector<int32_t>& ids, int32_t n_ubatch = 512,
                              BackendKind backend = BackendKind::cpu,
-                             DevicePrecision precision = DevicePrecision::tensor_cores);
+                             DevicePrecision precision = DevicePrecision::tensor_cores,
+                             KvCacheType kv = KvCacheType::f32);
 
+// 64 positions per sequence, blocks of 4, 2 threads, an f32 KV cache.
 ContextOptions small_context(int32_t n_seq = 4);
 
 }  // namespace hf2q::test

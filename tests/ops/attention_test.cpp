@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "ops_test_util.h"
+#include "quant/quant.h"
 
 namespace hf2q::ops_test {
 namespace {
@@ -199,6 +200,30 @@ TEST(Attention, OutMayAliasQ) {
     p.q = in_place.data();
     backends().three->attention(p);
     EXPECT_TRUE(bitwise_equal(in_place, out));
+}
+
+// An f16 cache computes exactly as an f32 cache holding the rounded values (the
+// conversion back is exact and the arithmetic the same): bit for bit, on one and
+// three threads (run_both), and against the double reference of the rounded pools.
+TEST(Attention, F16CacheIsTheRoundedF32Cache) {
+    for (int32_t window : {0, 9}) {
+        const Scenario s{8, 2, 256, 16, window, {{45, 6}, {3, 1}, {30, 30}}};
+        KvSetup u = build(s, 21);
+        std::vector<uint16_t> k16, v16;
+        for (float& x : u.k_pool) x = quant::fp16_to_fp32(k16.emplace_back(quant::fp32_to_fp16(x)));
+        for (float& x : u.v_pool) x = quant::fp16_to_fp32(v16.emplace_back(quant::fp32_to_fp16(x)));
+        const auto rounded = run_both(std::vector<float>(u.q.size(), 0.0f),
+                                      [&](ops::Backend& be, float* out) { be.attention(u.params(s, out)); });
+        const auto f16 = run_both(std::vector<float>(u.q.size(), 0.0f), [&](ops::Backend& be, float* out) {
+            ops::AttentionParams p = u.params(s, out);
+            p.k_pool = k16.data();
+            p.v_pool = v16.data();
+            p.kv_type = ops::KvType::f16;
+            be.attention(p);
+        });
+        EXPECT_TRUE(bitwise_equal(f16, rounded)) << "window " << window;
+        EXPECT_LT(rel_err_rows(f16, reference(s, u), size_t(s.head_dim)), 1e-5) << "window " << window;
+    }
 }
 
 TEST(Attention, ZeroTokensIsNoop) {

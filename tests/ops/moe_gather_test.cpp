@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ops_test_util.h"
+#include "quant/quant.h"
 
 namespace hf2q::ops_test {
 namespace {
@@ -162,7 +163,7 @@ TEST(Gather, KvStoreAndCopyBlocks) {
     auto copied = run_both(k_pool, [&](ops::Backend& be, float* pool) {
         ops::CopyBlocksParams c;
         c.pool = pool;
-        c.block_floats = bs * row;
+        c.block_bytes = bs * row * int64_t{sizeof(float)};
         c.src = src.data();
         c.dst = dst.data();
         c.n = 2;
@@ -171,6 +172,55 @@ TEST(Gather, KvStoreAndCopyBlocks) {
     for (size_t i = 0; i < src.size(); ++i)
         for (int64_t j = 0; j < bs * row; ++j)
             ASSERT_EQ(copied[size_t(dst[i] * bs * row + j)], k_pool[size_t(src[i] * bs * row + j)]);
+}
+
+// An f16 cache: each value rounded to nearest even (quant::fp32_to_fp16, ggml's
+// rounding), including values that overflow the half range (to inf) and underflow
+// it (to subnormals and zero); block copies move the 2-byte values unchanged.
+TEST(Gather, KvStoreF16RoundsEachValue) {
+    const int64_t row = 8, bs = 2, n_blocks = 3;
+    const std::vector<int32_t> table = {2, 0};
+    const int32_t* tables[] = {table.data(), table.data()};
+    const std::vector<int32_t> pos = {3, 0};
+    std::vector<float> k = randn(size_t(2 * row), 5), v = randn(size_t(2 * row), 6);
+    k[1] = 70000.0f;   // above the largest half: inf
+    k[2] = 1e-6f;      // a subnormal half
+    k[3] = -1e-9f;     // rounds to -0
+    v[4] = 65519.0f;   // rounds down to the largest half, 65504
+    v[5] = 1.00048828125f;  // 1 + 2^-11, halfway between 1 and the next half: to even (1.0)
+    std::vector<uint16_t> k_pool(size_t(n_blocks * bs * row), 0), v_pool = k_pool;
+    ops::KvStoreParams p;
+    p.k = k.data();
+    p.v = v.data();
+    p.k_pool = k_pool.data();
+    p.v_pool = v_pool.data();
+    p.kv_type = ops::KvType::f16;
+    p.row = row;
+    p.block_size = bs;
+    p.pos = pos.data();
+    p.tables = tables;
+    p.n_tokens = 2;
+    backends().three->kv_store(p);
+    const int64_t slots[] = {0 * bs + 1, 2 * bs + 0};
+    for (int t = 0; t < 2; ++t)
+        for (int64_t i = 0; i < row; ++i) {
+            ASSERT_EQ(k_pool[size_t(slots[t] * row + i)], quant::fp32_to_fp16(k[size_t(t * row + i)]));
+            ASSERT_EQ(v_pool[size_t(slots[t] * row + i)], quant::fp32_to_fp16(v[size_t(t * row + i)]));
+        }
+    EXPECT_EQ(k_pool[size_t(slots[0] * row + 1)], 0x7C00u);
+    EXPECT_EQ(k_pool[size_t(slots[0] * row + 3)], 0x8000u);
+    EXPECT_EQ(v_pool[size_t(slots[0] * row + 4)], 0x7BFFu);
+    EXPECT_EQ(v_pool[size_t(slots[0] * row + 5)], 0x3C00u);
+
+    ops::CopyBlocksParams c;
+    c.pool = k_pool.data();
+    c.block_bytes = bs * row * 2;
+    const std::vector<int32_t> src = {2}, dst = {1};
+    c.src = src.data();
+    c.dst = dst.data();
+    c.n = 1;
+    backends().one->copy_blocks(c);
+    for (int64_t j = 0; j < bs * row; ++j) ASSERT_EQ(k_pool[size_t(1 * bs * row + j)], k_pool[size_t(2 * bs * row + j)]);
 }
 
 TEST(ZeroSized, CallsWithNothingToDoTouchNothing) {
@@ -192,7 +242,7 @@ TEST(ZeroSized, CallsWithNothingToDoTouchNothing) {
         kv.block_size = 16;
         be->kv_store(kv);
         ops::CopyBlocksParams cb;
-        cb.block_floats = 64;
+        cb.block_bytes = 256;
         be->copy_blocks(cb);
         be->add(nullptr, nullptr, nullptr, 0);
         be->softcap(nullptr, 30.0f, 0);

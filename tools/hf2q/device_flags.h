@@ -15,6 +15,7 @@ struct DeviceFlags {
     bool no_graphs = false;
     int64_t kv_tokens = 0;
     double kv_fraction = 0.0;
+    std::string cache_type = "f16";
 };
 
 // The value of --backend; fails with the accepted names otherwise. Commands call it
@@ -35,6 +36,9 @@ inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
              &d.kv_tokens);
     p.option("--kv-fraction", "F", "KV cache from this fraction (0, 1] of the GPU memory left after the weights",
              &d.kv_fraction);
+    p.option("--cache-type", "T",
+             "KV cache element type for K and V: f16 (default, as llama.cpp's -ctk/-ctv f16) or f32 (twice the memory)",
+             &d.cache_type);
 }
 
 // Fails on a bad value of any device flag, naming the flag: commands call it right
@@ -46,6 +50,8 @@ inline void check_device_flags(const DeviceFlags& d) {
     if (d.kv_tokens < 0) fail("--kv-size must not be negative, got ", d.kv_tokens);
     if (!(d.kv_fraction >= 0.0 && d.kv_fraction <= 1.0)) fail("--kv-fraction must be in (0, 1], got ", d.kv_fraction);
     if (d.kv_tokens > 0 && d.kv_fraction > 0) fail("give --kv-size or --kv-fraction, not both");
+    if (d.cache_type != "f16" && d.cache_type != "f32")
+        fail("--cache-type must be f16 or f32, got '", d.cache_type, "'");
 }
 
 inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {
@@ -54,6 +60,7 @@ inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {
     c.graphs = !d.no_graphs;
     c.kv_tokens = d.kv_tokens;
     c.kv_memory_fraction = d.kv_fraction;
+    c.kv_type = d.cache_type == "f32" ? KvCacheType::f32 : KvCacheType::f16;
 }
 
 }  // namespace hf2q::cli

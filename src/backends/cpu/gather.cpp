@@ -9,6 +9,7 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "core/error.h"
+#include "quant/quant.h"
 
 namespace hf2q::cpu {
 namespace {
@@ -50,6 +51,16 @@ void scatter_add(Context& c, const ops::ScatterAddParams& p) {
     });
 }
 
+// One row of values into a pool row of type t (f16: round to nearest even).
+void store_kv_row(const float* src, void* pool, int64_t slot, int64_t row, ops::KvType t) {
+    if (t == ops::KvType::f32) {
+        std::memcpy(static_cast<float*>(pool) + slot * row, src, static_cast<size_t>(row) * sizeof(float));
+        return;
+    }
+    uint16_t* dst = static_cast<uint16_t*>(pool) + slot * row;
+    for (int64_t i = 0; i < row; ++i) dst[i] = quant::fp32_to_fp16(src[i]);
+}
+
 void kv_store(Context& c, const ops::KvStoreParams& p) {
     if (p.n_tokens == 0) return;
     HF2Q_ASSERT(p.n_tokens > 0 && p.row > 0 && p.block_size > 0);
@@ -66,9 +77,8 @@ void kv_store(Context& c, const ops::KvStoreParams& p) {
                 const int64_t slot =
                     static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size +
                     pos % p.block_size;
-                const size_t bytes = static_cast<size_t>(p.row) * sizeof(float);
-                std::memcpy(p.k_pool + slot * p.row, p.k + t * p.row, bytes);
-                std::memcpy(p.v_pool + slot * p.row, p.v + t * p.row, bytes);
+                store_kv_row(p.k + t * p.row, p.k_pool, slot, p.row, p.kv_type);
+                store_kv_row(p.v + t * p.row, p.v_pool, slot, p.row, p.kv_type);
             }
         });
 }
@@ -77,13 +87,14 @@ void kv_store(Context& c, const ops::KvStoreParams& p) {
 // shared blocks into fresh ones), so the copies are independent.
 void copy_blocks(Context& c, const ops::CopyBlocksParams& p) {
     if (p.n == 0) return;
-    HF2Q_ASSERT(p.n > 0 && p.block_floats > 0 && p.pool && p.src && p.dst);
+    HF2Q_ASSERT(p.n > 0 && p.block_bytes > 0 && p.pool && p.src && p.dst);
     for (int64_t i = 0; i < p.n; ++i)
         HF2Q_ASSERT(p.src[i] >= 0 && p.dst[i] >= 0 && p.src[i] != p.dst[i]);
+    auto* pool = static_cast<uint8_t*>(p.pool);
     c.pool.parallel_for(p.n, 1, [&](int64_t i0, int64_t i1, int) {
         for (int64_t i = i0; i < i1; ++i)
-            std::memcpy(p.pool + p.dst[i] * p.block_floats, p.pool + p.src[i] * p.block_floats,
-                        static_cast<size_t>(p.block_floats) * sizeof(float));
+            std::memcpy(pool + p.dst[i] * p.block_bytes, pool + p.src[i] * p.block_bytes,
+                        static_cast<size_t>(p.block_bytes));
     });
 }
 

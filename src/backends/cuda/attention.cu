@@ -37,6 +37,7 @@ constexpr int kMaxPerLane = 16;  // head_dim <= 512
 // One block of 4 warps per (token, head). Each warp takes every 4th visible key,
 // lanes split the head dimension, the dot product is a warp reduction, and the warp
 // keeps an online softmax; the 4 partial states are merged at the end.
+template <class KV>
 __global__ void attention_generic_kernel(ops::AttentionParams p) {
     pdl_begin();
     const int64_t t = blockIdx.x, h = blockIdx.y;
@@ -59,13 +60,13 @@ __global__ void attention_generic_kernel(ops::AttentionParams p) {
     for (int32_t j = lo + warp; j <= pos; j += kWarps) {
         const int64_t slot =
             static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
-        const float* k = p.k_pool + slot * row + kvh * hd;
-        const float* v = p.v_pool + slot * row + kvh * hd;
+        const KV* k = static_cast<const KV*>(p.k_pool) + slot * row + kvh * hd;
+        const KV* v = static_cast<const KV*>(p.v_pool) + slot * row + kvh * hd;
         float dot = 0.0f;
 #pragma unroll
         for (int c = 0; c < kMaxPerLane; ++c) {
             const int64_t d = lane + 32 * c;
-            if (d < hd) dot += qr[c] * k[d];
+            if (d < hd) dot += qr[c] * from_kv(k[d]);
         }
         for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
         const float s = dot * p.scale;
@@ -75,7 +76,7 @@ __global__ void attention_generic_kernel(ops::AttentionParams p) {
 #pragma unroll
         for (int c = 0; c < kMaxPerLane; ++c) {
             const int64_t d = lane + 32 * c;
-            if (d < hd) acc[c] = acc[c] * corr + e * v[d];
+            if (d < hd) acc[c] = acc[c] * corr + e * from_kv(v[d]);
         }
         m = m_new;
     }
@@ -265,7 +266,10 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
                       aligned16(p.out) && aligned16(p.k_pool) && aligned16(p.v_pool);
     if (!fast) {
         dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
-        launch(attention_generic_kernel, grid, 32 * kWarps, 0, s, p);
+        if (p.kv_type == ops::KvType::f16)
+            launch(attention_generic_kernel<half>, grid, 32 * kWarps, 0, s, p);
+        else
+            launch(attention_generic_kernel<float>, grid, 32 * kWarps, 0, s, p);
         HF2Q_CUDA_LAUNCH_CHECK();
         return;
     }

@@ -4,8 +4,9 @@
 //
 // One block of 128 threads per (token, group of HB query heads of one KV head,
 // split). The block walks its share of the token's visible keys [lo, pos] in chunks
-// of CK keys (CK·D = 4096 floats: 16 KiB of K and 16 KiB of V), double-buffered with
-// cp.async (K and V of chunk c + 1 land while chunk c is computed). Per chunk:
+// of CK keys (CK·D = 4096 values: 16 KiB of K and 16 KiB of V in f32, half that in
+// f16), double-buffered with cp.async (K and V of chunk c + 1 land while chunk c is
+// computed). Per chunk:
 //   1. scores: thread (key j, part dp) dots 32 head-dim values of K row j with the HB
 //      query rows (q in shared memory, broadcast) -> partial sums in shared memory;
 //   2. softmax: warp w owns heads w, w + 4, ...; sums the partials, keeps the running
@@ -32,34 +33,42 @@ namespace {
 // Blocks along the tokens; more tokens are strided over.
 constexpr int64_t kMaxTokenBlocks = 1024;
 
-template <int D>
+// KV: the cache element (float or half, ops/attention.h); chunks are staged in shared
+// memory as stored and converted to f32 when read.
+template <int D, class KV>
 struct SplitShape {
     static constexpr int kThreads = 128;
     static constexpr int kKeys = split_chunk_keys(D);    // CK: keys per chunk
-    static constexpr int kParts = kThreads / kKeys;      // DP: 32-float parts per K row
+    static constexpr int kParts = kThreads / kKeys;      // DP: 32-value parts per K row
     static constexpr int kVPhases = kThreads / (D / 4);  // JP: key phases of the P·V threads
-    static constexpr int kKLd = D + 4;  // K rows padded: the score phase reads 8 rows at once
+    static constexpr int kVec = 16 / sizeof(KV);         // values per 16-byte copy
+    static constexpr int kKLd = D + kVec;  // K rows padded by 16 bytes: the score phase reads 8 rows at once
     static_assert(D / kParts == 32 && kVPhases >= 1, "unexpected split shape");
+    // Shared memory, in bytes (every part a multiple of 16).
+    static constexpr size_t kKBytes = 2 * size_t{kKeys} * kKLd * sizeof(KV);  // [2][CK][KLD]
+    static constexpr size_t kVBytes = 2 * size_t{kKeys} * D * sizeof(KV);     // [2][CK][D]
 };
 
-template <int D, int HB>
-constexpr size_t split_smem_floats() {
-    using S = SplitShape<D>;
-    return 2 * size_t{S::kKeys} * S::kKLd       // K chunks
-           + 2 * size_t{S::kKeys} * D           // V chunks
-           + size_t{HB} * D                     // q rows
-           + size_t{S::kParts} * HB * S::kKeys  // partial dots
-           + size_t{HB} * S::kKeys              // probabilities
-           + 4 * size_t{HB}                     // m, l, correction (+ padding)
-           + 4 * size_t{S::kKeys};              // pool offsets of two chunks (int64)
+template <int D, int HB, class KV>
+constexpr size_t split_smem_bytes() {
+    using S = SplitShape<D, KV>;
+    return S::kKBytes + S::kVBytes +
+           4 * (size_t{HB} * D                     // q rows
+                + size_t{S::kParts} * HB * S::kKeys  // partial dots
+                + size_t{HB} * S::kKeys              // probabilities
+                + 4 * size_t{HB}                     // m, l, correction (+ padding)
+                + 4 * size_t{S::kKeys});             // pool offsets of two chunks (int64)
 }
 
 // One (token, head group, split) work item; the caller synchronises between items.
-template <int D, int HB>
+template <int D, int HB, class KV>
 __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_t t, int n_split,
-                                           float* __restrict__ part, float scale_log2, float* sm) {
-    using S = SplitShape<D>;
+                                           float* __restrict__ part, float scale_log2, unsigned char* smem) {
+    using S = SplitShape<D, KV>;
     constexpr int CK = S::kKeys, DP = S::kParts, JP = S::kVPhases, KLD = S::kKLd, NT = S::kThreads;
+    constexpr int VEC = S::kVec;
+    const KV* const k_pool = static_cast<const KV*>(p.k_pool);
+    const KV* const v_pool = static_cast<const KV*>(p.v_pool);
 
     const int64_t h0 = int64_t{blockIdx.y} * HB;
     const int split = static_cast<int>(blockIdx.z);
@@ -75,9 +84,9 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     const int c_begin = split * per;
     const int c_end = min(n_chunks, c_begin + per);
 
-    float* ks = sm;                  // [2][CK][KLD]
-    float* vs = ks + 2 * CK * KLD;   // [2][CK][D]
-    float* qs = vs + 2 * CK * D;     // [HB][D]
+    KV* ks = reinterpret_cast<KV*>(smem);                 // [2][CK][KLD]
+    KV* vs = reinterpret_cast<KV*>(smem + S::kKBytes);    // [2][CK][D]
+    float* qs = reinterpret_cast<float*>(smem + S::kKBytes + S::kVBytes);  // [HB][D]
     float* red = qs + HB * D;        // [DP][HB][CK]
     float* ps = red + DP * HB * CK;  // [HB][CK]
     float* m_s = ps + HB * CK;       // [HB]
@@ -106,12 +115,12 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     // Copies chunk c into buffer b (koff slot b); keys past pos become zeros.
     auto issue = [&](int b) {
 #pragma unroll
-        for (int u = tid; u < CK * D / 4; u += NT) {
-            const int r = u / (D / 4), col = (u % (D / 4)) * 4;
+        for (int u = tid; u < CK * D / VEC; u += NT) {
+            const int r = u / (D / VEC), col = (u % (D / VEC)) * VEC;
             const int64_t off = koff[b * CK + r];
             const bool ok = off >= 0;
-            cp_async16(ks + (b * CK + r) * KLD + col, p.k_pool + (ok ? off + col : 0), ok ? 16 : 0);
-            cp_async16(vs + (b * CK + r) * D + col, p.v_pool + (ok ? off + col : 0), ok ? 16 : 0);
+            cp_async16(ks + (b * CK + r) * KLD + col, k_pool + (ok ? off + col : 0), ok ? 16 : 0);
+            cp_async16(vs + (b * CK + r) * D + col, v_pool + (ok ? off + col : 0), ok ? 16 : 0);
         }
     };
 
@@ -139,13 +148,13 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
 
         {  // 1. partial scores
             const int j = tid % CK, dp = tid / CK;
-            const float* kr = ks + (b * CK + j) * KLD + dp * 32;
+            const KV* kr = ks + (b * CK + j) * KLD + dp * 32;
             float dot[HB];
 #pragma unroll
             for (int hh = 0; hh < HB; ++hh) dot[hh] = 0.0f;
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-                const float4 k4 = *reinterpret_cast<const float4*>(kr + 4 * i);
+                const float4 k4 = load_kv4(kr + 4 * i);
 #pragma unroll
                 for (int hh = 0; hh < HB; ++hh) {
                     const float4 q4 =
@@ -214,10 +223,10 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
                 acc[hh].z *= f;
                 acc[hh].w *= f;
             }
-            const float* vb = vs + b * CK * D + d4 * 4;
+            const KV* vb = vs + b * CK * D + d4 * 4;
 #pragma unroll 4
             for (int j = jp; j < CK; j += JP) {
-                const float4 v4 = *reinterpret_cast<const float4*>(vb + j * D);
+                const float4 v4 = load_kv4(vb + j * D);
 #pragma unroll
                 for (int hh = 0; hh < HB; ++hh) {
                     const float e = ps[hh * CK + j];
@@ -235,8 +244,9 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
 
     if constexpr (JP > 1) {
         // Sum the JP key phases (HB·JP·D = HB·512 floats fit in the K buffers).
+        static_assert(size_t{HB} * JP * D * sizeof(float) <= S::kKBytes, "phase sums exceed the K buffers");
         __syncthreads();
-        float* red2 = ks;
+        float* red2 = reinterpret_cast<float*>(smem);
 #pragma unroll
         for (int hh = 0; hh < HB; ++hh)
             *reinterpret_cast<float4*>(red2 + (jp * HB + hh) * D + d4 * 4) = acc[hh];
@@ -283,28 +293,38 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     }
 }
 
-template <int D, int HB>
+template <int D, int HB, class KV>
 __global__ void __launch_bounds__(128)
     attention_split_kernel(const ops::AttentionParams p, const int* __restrict__ handled,
                            int n_split, float* __restrict__ part, float scale_log2) {
     pdl_begin();
-    extern __shared__ __align__(16) float sm[];
+    extern __shared__ __align__(16) unsigned char sm[];
     for (int64_t t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
         if (handled != nullptr && handled[t]) continue;
-        split_item<D, HB>(p, t, n_split, part, scale_log2, sm);
+        split_item<D, HB, KV>(p, t, n_split, part, scale_log2, sm);
         __syncthreads();  // the next item rewrites q, m, l and the offsets
     }
+}
+
+template <int D, int HB, class KV>
+void launch_split_dhk(const ops::AttentionParams& p, const int* handled, int n_split, float* part,
+                      float scale_log2, cudaStream_t s) {
+    constexpr size_t smem = split_smem_bytes<D, HB, KV>();
+    allow_smem<attention_split_kernel<D, HB, KV>>(smem);
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.n_tokens, kMaxTokenBlocks)),
+                    static_cast<unsigned>(p.n_heads / HB), static_cast<unsigned>(n_split));
+    launch(attention_split_kernel<D, HB, KV>, grid, SplitShape<D, KV>::kThreads, smem, s, p, handled, n_split, part,
+           scale_log2);
+    HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 template <int D, int HB>
 void launch_split_dh(const ops::AttentionParams& p, const int* handled, int n_split, float* part,
                      float scale_log2, cudaStream_t s) {
-    constexpr size_t smem = split_smem_floats<D, HB>() * sizeof(float);
-    allow_smem<attention_split_kernel<D, HB>>(smem);
-    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.n_tokens, kMaxTokenBlocks)),
-                    static_cast<unsigned>(p.n_heads / HB), static_cast<unsigned>(n_split));
-    launch(attention_split_kernel<D, HB>, grid, SplitShape<D>::kThreads, smem, s, p, handled, n_split, part, scale_log2);
-    HF2Q_CUDA_LAUNCH_CHECK();
+    if (p.kv_type == ops::KvType::f16)
+        launch_split_dhk<D, HB, half>(p, handled, n_split, part, scale_log2, s);
+    else
+        launch_split_dhk<D, HB, float>(p, handled, n_split, part, scale_log2, s);
 }
 
 template <int D>

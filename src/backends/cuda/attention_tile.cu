@@ -7,9 +7,10 @@
 // in tiles of BN keys. Rows outside the current run are fully masked, which leaves
 // their online-softmax state untouched, so runs share the accumulators.
 //
-// Per key tile: K (then V) rows are gathered through the block table from the f32
-// pool into an f32 staging buffer with cp.async, converted to F16 in shared memory,
-// and fed to mma.sync m16n8k16 (F16 x F16 -> f32). While S = Q·Kᵀ and the softmax
+// Per key tile: K (then V) rows are gathered through the block table with cp.async:
+// from an f16 pool straight into the F16 tile, from an f32 pool into an f32
+// staging buffer that is then converted to F16 in shared memory. The tiles feed
+// mma.sync m16n8k16 (F16 x F16 -> f32). While S = Q·Kᵀ and the softmax
 // run, the V tile is in flight; while O += P·V runs, the next K tile is. Softmax is
 // online in f32 and in log2 units (scale·log2 e folded into the scores).
 //
@@ -18,11 +19,11 @@
 // (D = 512) the two warps of a row group each score half of the key tile, exchange
 // row maxima through shared memory, and publish P (F16) for the other's P·V.
 //
-//   D    BM   BN  DS  warps  shared memory
-//   64   128  64  1   8       53 KiB
-//   128  128  64  1   8      102 KiB
-//   256  128  64  1   8      198 KiB
-//   512   64  32  2   8      200 KiB
+//   D    BM   BN  DS  warps  shared memory (f32 cache / f16 cache: no staging)
+//   64   128  64  1   8       53 / 37 KiB
+//   128  128  64  1   8      102 / 70 KiB
+//   256  128  64  1   8      198 / 134 KiB
+//   512   64  32  2   8      200 / 136 KiB
 #include <cfloat>
 
 #include "backends/cuda/attention_common.cuh"
@@ -30,7 +31,7 @@
 namespace hf2q::cuda::attn {
 namespace {
 
-template <int D>
+template <int D, class KV>
 struct TileShape {
     static constexpr int kRows = D == 512 ? 64 : 128;    // BM: query rows per block
     static constexpr int kKeys = D == 512 ? 32 : 64;     // BN: keys per tile
@@ -44,7 +45,7 @@ struct TileShape {
     static constexpr int kLdP = kKeys + 8;  // halfs per P row
     static constexpr size_t kQBytes = size_t{kRows} * kLd * 2;
     static constexpr size_t kKvBytes = size_t{kKeys} * kLd * 2;
-    static constexpr size_t kStageBytes = size_t{kKeys} * D * 4;
+    static constexpr size_t kStageBytes = sizeof(KV) == 4 ? size_t{kKeys} * D * 4 : 0;
     static constexpr size_t kPBytes = kDSplit > 1 ? size_t{kRows} * kLdP * 2 : 0;
     static constexpr size_t kRedBytes = size_t{kDSplit} * kRows * 4;
     static constexpr size_t kOffBytes = 2 * size_t{kKeys} * 8;
@@ -54,16 +55,18 @@ struct TileShape {
     static_assert(kThreads == 256 && kKeys % (16 * kDSplit) == 0, "unexpected tile shape");
 };
 
-// Starts the copy of one key tile (rows given by pool offsets; -1 = zeros) into the
-// f32 staging buffer [BN][D].
-template <int D, int BN, int NT>
-__device__ __forceinline__ void issue_tile(float* stage, const float* __restrict__ pool,
+// Starts the copy of one key tile (rows given by pool offsets; -1 = zeros): an f32
+// pool's into the staging buffer [BN][D], an f16 pool's into the tile [BN][LD].
+template <int D, int BN, int NT, int LD, class KV>
+__device__ __forceinline__ void issue_tile(float* stage, half* tile, const KV* __restrict__ pool,
                                            const int64_t* off) {
+    constexpr int VEC = 16 / sizeof(KV);
 #pragma unroll 4
-    for (int u = threadIdx.x; u < BN * D / 4; u += NT) {
-        const int r = u / (D / 4), c = (u % (D / 4)) * 4;
+    for (int u = threadIdx.x; u < BN * D / VEC; u += NT) {
+        const int r = u / (D / VEC), c = (u % (D / VEC)) * VEC;
         const int64_t o = off[r];
-        cp_async16(stage + r * D + c, pool + (o < 0 ? 0 : o + c), o < 0 ? 0 : 16);
+        void* dst = sizeof(KV) == 4 ? static_cast<void*>(stage + r * D + c) : static_cast<void*>(tile + r * LD + c);
+        cp_async16(dst, pool + (o < 0 ? 0 : o + c), o < 0 ? 0 : 16);
     }
     cp_async_commit();
 }
@@ -91,12 +94,15 @@ __device__ __forceinline__ void row_group_sync(int rg) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(rg + 1), "r"(32 * DS) : "memory");
 }
 
-template <int D>
-__global__ void __launch_bounds__(TileShape<D>::kThreads, TileShape<D>::kMinBlocks)
+template <int D, class KV>
+__global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::kMinBlocks)
     attention_tile_kernel(const ops::AttentionParams p, const int* __restrict__ plan,
                           float scale_log2) {
     pdl_begin();
-    using T = TileShape<D>;
+    using T = TileShape<D, KV>;
+    constexpr bool kStaged = sizeof(KV) == 4;  // f32 pool: staged, then converted
+    const KV* const k_pool = static_cast<const KV*>(p.k_pool);
+    const KV* const v_pool = static_cast<const KV*>(p.v_pool);
     constexpr int BM = T::kRows, BN = T::kKeys, DS = T::kDSplit, NT = T::kThreads, LD = T::kLd;
     constexpr int LDP = T::kLdP;
     constexpr int DW = D / DS;    // output columns per warp
@@ -124,7 +130,7 @@ __global__ void __launch_bounds__(TileShape<D>::kThreads, TileShape<D>::kMinBloc
     const int rg = warp / DS, ds = warp % DS;
     const int64_t t0 = tile * BM;
     const int64_t kvh = h / (p.n_heads / p.n_kv_heads);
-    const int64_t kv_row = p.n_kv_heads * D;  // floats per cached position
+    const int64_t kv_row = p.n_kv_heads * D;  // values per cached position
     const int32_t bs =
         static_cast<int32_t>(p.block_size);  // 32-bit index math (no 64-bit division)
 
@@ -186,16 +192,18 @@ __global__ void __launch_bounds__(TileShape<D>::kThreads, TileShape<D>::kMinBloc
             rowoff[BN + tid] = kt0 + 1 <= kt1 ? key_offset((kt0 + 1) * BN + tid) : -1;
         }
         __syncthreads();
-        issue_tile<D, BN, NT>(stage, p.k_pool, rowoff);
+        issue_tile<D, BN, NT, LD>(stage, kh, k_pool, rowoff);
 
         for (int kt = kt0; kt <= kt1; ++kt) {
             const int slot = (kt - kt0) & 1;
             const int32_t kb = kt * BN;
             cp_async_wait<0>();
             __syncthreads();  // K tile staged; every warp is done with kh and vh
-            convert_tile<D, BN, NT, LD>(stage, kh);
-            __syncthreads();
-            issue_tile<D, BN, NT>(stage, p.v_pool, rowoff + slot * BN);
+            if constexpr (kStaged) {
+                convert_tile<D, BN, NT, LD>(stage, kh);
+                __syncthreads();
+            }
+            issue_tile<D, BN, NT, LD>(stage, vh, v_pool, rowoff + slot * BN);
             // Table lookups of tile kt + 2 (their latency hides behind S = Q·Kᵀ),
             // stored into this slot once every thread has issued the V copy above.
             const int64_t next_off =
@@ -287,11 +295,13 @@ __global__ void __launch_bounds__(TileShape<D>::kThreads, TileShape<D>::kMinBloc
             }
 
             cp_async_wait<0>();
-            __syncthreads();  // V tile staged; P published (DS > 1)
+            __syncthreads();  // V tile staged; P published (DS > 1); every warp is done with kh
             if (tid < BN && kt + 2 <= kt1) rowoff[slot * BN + tid] = next_off;
-            convert_tile<D, BN, NT, LD>(stage, vh);
-            __syncthreads();
-            if (kt < kt1) issue_tile<D, BN, NT>(stage, p.k_pool, rowoff + (slot ^ 1) * BN);
+            if constexpr (kStaged) {
+                convert_tile<D, BN, NT, LD>(stage, vh);
+                __syncthreads();
+            }
+            if (kt < kt1) issue_tile<D, BN, NT, LD>(stage, kh, k_pool, rowoff + (slot ^ 1) * BN);
 
                 // O += P·V over all BN keys, this warp's DW columns.
 #pragma unroll
@@ -352,20 +362,29 @@ __global__ void __launch_bounds__(TileShape<D>::kThreads, TileShape<D>::kMinBloc
     }
 }
 
+template <int D, class KV>
+void launch_tile_dk(const ops::AttentionParams& p, const int* plan, int64_t n_tiles,
+                    float scale_log2, cudaStream_t s) {
+    using T = TileShape<D, KV>;
+    allow_smem<attention_tile_kernel<D, KV>>(T::kSmem);
+    const dim3 grid(static_cast<unsigned>(p.n_heads), static_cast<unsigned>(n_tiles));
+    launch(attention_tile_kernel<D, KV>, grid, T::kThreads, T::kSmem, s, p, plan, scale_log2);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
 template <int D>
 void launch_tile_d(const ops::AttentionParams& p, const int* plan, int64_t n_tiles,
                    float scale_log2, cudaStream_t s) {
-    using T = TileShape<D>;
-    allow_smem<attention_tile_kernel<D>>(T::kSmem);
-    const dim3 grid(static_cast<unsigned>(p.n_heads), static_cast<unsigned>(n_tiles));
-    launch(attention_tile_kernel<D>, grid, T::kThreads, T::kSmem, s, p, plan, scale_log2);
-    HF2Q_CUDA_LAUNCH_CHECK();
+    if (p.kv_type == ops::KvType::f16)
+        launch_tile_dk<D, half>(p, plan, n_tiles, scale_log2, s);
+    else
+        launch_tile_dk<D, float>(p, plan, n_tiles, scale_log2, s);
 }
 
 }  // namespace
 
 int tile_rows(int64_t head_dim) {
-    return head_dim == 512 ? TileShape<512>::kRows : TileShape<256>::kRows;
+    return head_dim == 512 ? TileShape<512, float>::kRows : TileShape<256, float>::kRows;
 }
 
 void launch_tile(const ops::AttentionParams& p, const int* plan, int64_t n_tiles, float scale_log2,

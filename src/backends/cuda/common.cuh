@@ -1,6 +1,7 @@
 // Shared helpers of the CUDA backend: error checks, launch geometry.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -74,6 +75,26 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
     cfg.numAttrs = 0;
 #endif
     HF2Q_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+// KV cache elements (ops/attention.h KvType): float or half. Stores round to
+// nearest even (the CPU reference's fp32_to_fp16); loads are exact.
+template <class KV>
+__device__ __forceinline__ KV to_kv(float v) {
+    if constexpr (sizeof(KV) == 2)
+        return __float2half_rn(v);
+    else
+        return v;
+}
+__device__ __forceinline__ float from_kv(float v) { return v; }
+__device__ __forceinline__ float from_kv(half v) { return __half2float(v); }
+// Four consecutive values at a 16-byte (float) or 8-byte (half) aligned address.
+__device__ __forceinline__ float4 load_kv4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load_kv4(const half* p) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    const float2 a = __half22float2(*reinterpret_cast<const half2*>(&u.x));
+    const float2 b = __half22float2(*reinterpret_cast<const half2*>(&u.y));
+    return make_float4(a.x, a.y, b.x, b.y);
 }
 
 }  // namespace hf2q::cuda

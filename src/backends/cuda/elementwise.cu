@@ -255,14 +255,20 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombin
 // then on cache-owning layers the k heads and the v heads), head_dim / 4 threads.
 // Thread j owns the rotation pairs (2j, 2j + 1) and their partners half + 2j, half +
 // 2j + 1, loaded as float2s, so the row stays in registers; the element steps are
-// rms_norm_kernel's. k̂ and v̂ go straight to their pool slots (k and v untouched).
+// rms_norm_kernel's. k̂ and v̂ go straight to their pool slots (k and v untouched),
+// as KV (float, or half rounded to nearest even: ops/attention.h).
+__device__ __forceinline__ void store2(float* p, float2 v) { *reinterpret_cast<float2*>(p) = v; }
+__device__ __forceinline__ void store2(half* p, float2 v) { *reinterpret_cast<half2*>(p) = __floats2half2_rn(v.x, v.y); }
+
+template <class KV>
 __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
     pdl_begin();
     __shared__ float shared[32];
     const int64_t D = p.head_dim, half = D / 2, nq = p.n_tokens * p.n_heads, nk = p.n_tokens * p.n_kv_heads;
     const int64_t b = blockIdx.x;
     const float* src;
-    float* dst;
+    float* dst = nullptr;  // q rows (in place)
+    KV* pool_dst = nullptr;  // k̂ / v̂ rows
     const float* w;
     int64_t t;
     bool rope = true;
@@ -279,7 +285,7 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
         const int64_t slot = static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size + pos % p.block_size;
         const int64_t at = slot * p.n_kv_heads * D + (row % p.n_kv_heads) * D;
         src = (is_k || p.v_from_k ? p.k : p.v) + row * D;
-        dst = (is_k ? p.k_pool : p.v_pool) + at;
+        pool_dst = static_cast<KV*>(is_k ? p.k_pool : p.v_pool) + at;
         w = is_k ? p.k_w : nullptr;
         rope = is_k;
     }
@@ -298,8 +304,13 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
         rotate_pair(lo.x, hi.x, pf, p.rope_inv_freq[k0]);
         rotate_pair(lo.y, hi.y, pf, p.rope_inv_freq[k0 + 1]);
     }
-    *reinterpret_cast<float2*>(dst + k0) = lo;
-    *reinterpret_cast<float2*>(dst + half + k0) = hi;
+    if (pool_dst != nullptr) {
+        store2(pool_dst + k0, lo);
+        store2(pool_dst + half + k0, hi);
+    } else {
+        store2(dst + k0, lo);
+        store2(dst + half + k0, hi);
+    }
 }
 
 __global__ void rope_kernel(ops::RopeParams p) {
@@ -414,7 +425,10 @@ bool launch_attention_inputs(const ops::AttentionInputsParams& p, cudaStream_t s
     const int64_t rows = p.n_tokens * (p.n_heads + (p.store ? 2 * p.n_kv_heads : 0));
     if (rows <= 0) return true;
     HF2Q_ASSERT(rows <= 2147483647);
-    launch(attention_inputs_kernel, static_cast<unsigned>(rows), static_cast<unsigned>(D / 4), 0, s, p);
+    if (p.kv_type == ops::KvType::f16)
+        launch(attention_inputs_kernel<half>, static_cast<unsigned>(rows), static_cast<unsigned>(D / 4), 0, s, p);
+    else
+        launch(attention_inputs_kernel<float>, static_cast<unsigned>(rows), static_cast<unsigned>(D / 4), 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
     return true;
 }

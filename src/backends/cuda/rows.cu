@@ -98,27 +98,34 @@ __global__ void scatter_add_kernel(ops::ScatterAddParams p) {
     }
 }
 
+// KV is the pool element: float, or half (__float2half_rn: round to nearest even,
+// as the CPU's fp32_to_fp16).
+template <class KV>
 __global__ void kv_store_kernel(ops::KvStoreParams p) {
     pdl_begin();
     const int64_t n = p.n_tokens * p.row;
+    KV* const kp = static_cast<KV*>(p.k_pool);
+    KV* const vp = static_cast<KV*>(p.v_pool);
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         const int64_t t = idx / p.row, j = idx % p.row;
         const int32_t pos = p.pos[t];
         const int64_t slot = static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size + pos % p.block_size;
-        p.k_pool[slot * p.row + j] = p.k[idx];
-        p.v_pool[slot * p.row + j] = p.v[idx];
+        kp[slot * p.row + j] = to_kv<KV>(p.k[idx]);
+        vp[slot * p.row + j] = to_kv<KV>(p.v[idx]);
     }
 }
 
+// Blocks are copied in 4-byte words (block_bytes is a multiple of 4: rows of an even
+// number of values).
 __global__ void copy_blocks_kernel(ops::CopyBlocksParams p) {
     pdl_begin();
-    const int64_t n = p.n * p.block_floats;
+    const int64_t words = p.block_bytes / 4, n = p.n * words;
+    uint32_t* const pool = static_cast<uint32_t*>(p.pool);
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const int64_t b = idx / p.block_floats, j = idx % p.block_floats;
-        p.pool[static_cast<int64_t>(p.dst[b]) * p.block_floats + j] =
-            p.pool[static_cast<int64_t>(p.src[b]) * p.block_floats + j];
+        const int64_t b = idx / words, j = idx % words;
+        pool[static_cast<int64_t>(p.dst[b]) * words + j] = pool[static_cast<int64_t>(p.src[b]) * words + j];
     }
 }
 
@@ -148,13 +155,17 @@ void launch_scatter_add(const ops::ScatterAddParams& p, cudaStream_t s) {
 
 void launch_kv_store(const ops::KvStoreParams& p, cudaStream_t s) {
     if (p.n_tokens * p.row <= 0) return;
-    launch(kv_store_kernel, grid_1d(p.n_tokens * p.row, 256), 256, 0, s, p);
+    if (p.kv_type == ops::KvType::f16)
+        launch(kv_store_kernel<half>, grid_1d(p.n_tokens * p.row, 256), 256, 0, s, p);
+    else
+        launch(kv_store_kernel<float>, grid_1d(p.n_tokens * p.row, 256), 256, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 void launch_copy_blocks(const ops::CopyBlocksParams& p, cudaStream_t s) {
-    if (p.n * p.block_floats <= 0) return;
-    launch(copy_blocks_kernel, grid_1d(p.n * p.block_floats, 256), 256, 0, s, p);
+    if (p.n * p.block_bytes <= 0) return;
+    HF2Q_ASSERT(p.block_bytes % 4 == 0);
+    launch(copy_blocks_kernel, grid_1d(p.n * (p.block_bytes / 4), 256), 256, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 

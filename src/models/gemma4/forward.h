@@ -26,8 +26,9 @@ namespace hf2q::gemma4 {
 
 // KV pools of one cache-owning layer (layout in ops/attention.h).
 struct LayerKv {
-    float* k = nullptr;
-    float* v = nullptr;
+    void* k = nullptr;
+    void* v = nullptr;
+    ops::KvType type = ops::KvType::f32;
     int64_t n_blocks = 0;  // blocks in each pool (attention checks table entries)
 };
 

@@ -130,6 +130,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
         in.n_kv_heads = nkv;
         in.k_pool = kv[sz(il)].k;
         in.v_pool = kv[sz(il)].v;
+        in.kv_type = kv[sz(il)].type;
         in.block_size = b.block_size;
         in.tables = b.tables[group];
     }
@@ -145,6 +146,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     a.head_dim = hd;
     a.k_pool = src.k;
     a.v_pool = src.v;
+    a.kv_type = src.type;
     a.block_size = b.block_size;
     a.n_blocks = src.n_blocks;
     a.pos = b.pos;
