@@ -243,7 +243,7 @@ constexpr int64_t kMinChunksPerSplit = 2;
 int64_t useful_splits(const ops::AttentionParams& p) {
     if (p.max_keys <= 0) return kMaxSplits;
     const int64_t keys = p.window > 0 ? std::min<int64_t>(p.max_keys, p.window) : p.max_keys;
-    const int64_t ck = attn::split_chunk_keys(p.head_dim);
+    const int64_t ck = attn::split_chunk_keys(p.head_dim, ops::kv_type_bytes(p.kv_type));
     return std::max<int64_t>(1, (keys + ck - 1) / ck / kMinChunksPerSplit);
 }
 

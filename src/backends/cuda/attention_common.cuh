@@ -40,11 +40,13 @@ constexpr int kPlanStride = 1 + 2 * kMaxRuns;
 // Split-KV partials: at most this many key-range splits per (token, head).
 constexpr int kMaxSplits = 128;
 
-// Keys per chunk of the split kernel (CK): a chunk holds CK·head_dim = 4096 floats of
-// K and as many of V (16 KiB each). A split's share of the key range is whole chunks,
-// so the dispatcher sizes the number of splits in these units.
-__host__ __device__ constexpr int split_chunk_keys(int64_t head_dim) {
-    return static_cast<int>(4096 / head_dim);
+// Keys per chunk of the split kernel (CK): a chunk holds 16 KiB of K and as many of
+// V, i.e. CK·head_dim = 4096 values of an f32 cache, 8192 of an f16 one (fewer
+// chunks, so fewer block barriers per key, for the same shared memory). A split's
+// share of the key range is whole chunks, so the dispatcher sizes the number of
+// splits in these units.
+__host__ __device__ constexpr int split_chunk_keys(int64_t head_dim, int64_t kv_bytes) {
+    return static_cast<int>(16384 / (head_dim * kv_bytes));
 }
 
 // Lowest key position visible to a query at position p (ops/attention.h).

@@ -4,11 +4,12 @@
 //
 // One block of 128 threads per (token, group of HB query heads of one KV head,
 // split). The block walks its share of the token's visible keys [lo, pos] in chunks
-// of CK keys (CK·D = 4096 values: 16 KiB of K and 16 KiB of V in f32, half that in
-// f16), double-buffered with cp.async (K and V of chunk c + 1 land while chunk c is
-// computed). Per chunk:
-//   1. scores: thread (key j, part dp) dots 32 head-dim values of K row j with the HB
-//      query rows (q in shared memory, broadcast) -> partial sums in shared memory;
+// of CK keys (16 KiB of K and 16 KiB of V: CK·D = 4096 values of an f32 cache, 8192
+// of an f16 one), double-buffered with cp.async (K and V of chunk c + 1 land while
+// chunk c is computed). Per chunk:
+//   1. scores: thread (key j, part dp) dots PV = 32 (f32) or 64 (f16) head-dim
+//      values of K row j with the HB query rows (q in shared memory, broadcast) ->
+//      partial sums in shared memory;
 //   2. softmax: warp w owns heads w, w + 4, ...; sums the partials, keeps the running
 //      max and sum (log2 units) and writes p = exp2(s − m);
 //   3. P·V: thread (4 head-dim columns, key phase jp) accumulates HB float4s.
@@ -38,12 +39,14 @@ constexpr int64_t kMaxTokenBlocks = 1024;
 template <int D, class KV>
 struct SplitShape {
     static constexpr int kThreads = 128;
-    static constexpr int kKeys = split_chunk_keys(D);    // CK: keys per chunk
-    static constexpr int kParts = kThreads / kKeys;      // DP: 32-value parts per K row
+    static constexpr int kKeys = split_chunk_keys(D, sizeof(KV));  // CK: keys per chunk
+    static constexpr int kParts = kThreads / kKeys;      // DP: parts per K row
+    static constexpr int kPartVals = D / kParts;         // PV: values per part (32 or 64)
     static constexpr int kVPhases = kThreads / (D / 4);  // JP: key phases of the P·V threads
     static constexpr int kVec = 16 / sizeof(KV);         // values per 16-byte copy
     static constexpr int kKLd = D + kVec;  // K rows padded by 16 bytes: the score phase reads 8 rows at once
-    static_assert(D / kParts == 32 && kVPhases >= 1, "unexpected split shape");
+    static_assert(kKeys <= kThreads && kParts * kKeys == kThreads && kPartVals % 32 == 0 && kVPhases >= 1,
+                  "unexpected split shape");
     // Shared memory, in bytes (every part a multiple of 16).
     static constexpr size_t kKBytes = 2 * size_t{kKeys} * kKLd * sizeof(KV);  // [2][CK][KLD]
     static constexpr size_t kVBytes = 2 * size_t{kKeys} * D * sizeof(KV);     // [2][CK][D]
@@ -66,7 +69,7 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
                                            float* __restrict__ part, float scale_log2, unsigned char* smem) {
     using S = SplitShape<D, KV>;
     constexpr int CK = S::kKeys, DP = S::kParts, JP = S::kVPhases, KLD = S::kKLd, NT = S::kThreads;
-    constexpr int VEC = S::kVec;
+    constexpr int VEC = S::kVec, PV = S::kPartVals;
     const KV* const k_pool = static_cast<const KV*>(p.k_pool);
     const KV* const v_pool = static_cast<const KV*>(p.v_pool);
 
@@ -148,17 +151,17 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
 
         {  // 1. partial scores
             const int j = tid % CK, dp = tid / CK;
-            const KV* kr = ks + (b * CK + j) * KLD + dp * 32;
+            const KV* kr = ks + (b * CK + j) * KLD + dp * PV;
             float dot[HB];
 #pragma unroll
             for (int hh = 0; hh < HB; ++hh) dot[hh] = 0.0f;
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
+            for (int i = 0; i < PV / 4; ++i) {
                 const float4 k4 = load_kv4(kr + 4 * i);
 #pragma unroll
                 for (int hh = 0; hh < HB; ++hh) {
                     const float4 q4 =
-                        *reinterpret_cast<const float4*>(qs + hh * D + dp * 32 + 4 * i);
+                        *reinterpret_cast<const float4*>(qs + hh * D + dp * PV + 4 * i);
                     dot[hh] += q4.x * k4.x + q4.y * k4.y + q4.z * k4.z + q4.w * k4.w;
                 }
             }
