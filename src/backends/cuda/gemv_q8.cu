@@ -10,14 +10,15 @@
 // instruction.
 //
 // Layout of the work: one warp per weight row (two rows per warp when 8 activation
-// rows share the pass, so each activation load serves both). The lanes walk the
+// rows share the pass, so each activation load serves both; four for the grouped
+// experts of batched decode, see kGroupedRows). The lanes walk the
 // row in units (16 bytes of Q4_K quants, 32 values), so a row of 2816 Q4_K values
 // is 88 units over 32 lanes. The one-row variant keeps one unit in flight per lane
 // and 40 registers, so 12 blocks (48 warps) fit on an SM: measured on the H200,
 // that hides the load latency better than two units per lane at 8 blocks (tg128 of
 // the 26B-A4B 253.5 -> 275.4 tokens/s, the Q6_K LM head 516 -> 361 µs) or two rows
 // per warp at 4 blocks (211.8). No shared memory and no block barrier: partial sums
-// are reduced with warp shuffles.
+// are reduced with warp shuffles (reduce_scatter).
 //
 // Precision: the activation rounding (relative error ≤ 1/254 of each block's
 // largest value) is the same order as the BF16 operands of the tensor-core path,
@@ -339,6 +340,59 @@ struct Segments {
 #ifndef HF2Q_GEMV8_MIN_BLOCKS
 #define HF2Q_GEMV8_MIN_BLOCKS 4
 #endif
+// Weight rows per warp of the grouped eight-row variant (batched decode's experts,
+// about 4 routed rows each at 64 sequences). Its warps are short-lived (one or two
+// units per lane and row on the 704-wide down rows): each starts with the expert
+// lookup and ends with a reduction, so four rows per warp keep more loads in flight
+// per lookup. A compile definition for the A/B against two (docs/performance.md).
+#ifndef HF2Q_GEMV8_GROUPED_ROWS
+#define HF2Q_GEMV8_GROUPED_ROWS 4
+#endif
+constexpr int kGroupedRows = HF2Q_GEMV8_GROUPED_ROWS;
+
+// Sums each of the V values of every lane over the warp, spread over the lanes: each
+// step of the butterfly halves the values a lane keeps (sending the other half to
+// its partner), so V = 32 sums cost 31 shuffles instead of 160. Lane l ends with the
+// sum of value `index`, which it shares with the lanes of its 32 / V group. Each
+// sum is the same tree of additions as a plain xor reduction of that value (the
+// partners' operands only commute), so the results are bit for bit those of
+// reducing the values one by one.
+// One butterfly step at lane distance OFF on the first N values (a template, so every
+// index is a constant and the values stay in registers).
+template <int N, int OFF, int V>
+__device__ __forceinline__ void scatter_step(float (&v)[V], int lane, int& index) {
+    if constexpr (OFF > 0) {
+        if constexpr (N > 1) {
+            const bool upper = (lane & OFF) != 0;
+#pragma unroll
+            for (int i = 0; i < N / 2; ++i) {
+                const float send = upper ? v[i] : v[i + N / 2];
+                const float keep = upper ? v[i + N / 2] : v[i];
+                v[i] = keep + __shfl_xor_sync(0xffffffffu, send, OFF);
+            }
+            index = 2 * index + (upper ? 1 : 0);
+            scatter_step<N / 2, OFF / 2>(v, lane, index);
+        } else {
+            v[0] += __shfl_xor_sync(0xffffffffu, v[0], OFF);
+            scatter_step<1, OFF / 2>(v, lane, index);
+        }
+    }
+}
+
+// Sums each of the V values of every lane over the warp, spread over the lanes: each
+// step of the butterfly halves the values a lane keeps (sending the other half to
+// its partner), so V = 32 sums cost 31 shuffles instead of 160. Lane l ends with the
+// sum of value `index`, which it shares with the lanes of its 32 / V group. Each
+// sum is the same tree of additions as a plain xor reduction of that value (the
+// partners' operands only commute), so the results are bit for bit those of
+// reducing the values one by one.
+template <int V>
+__device__ __forceinline__ float reduce_scatter(float (&v)[V], int lane, int& index) {
+    static_assert(V >= 1 && V <= 32 && (V & (V - 1)) == 0, "a power of two up to 32 values");
+    index = 0;
+    scatter_step<V, 16>(v, lane, index);
+    return v[0];
+}
 
 template <GgmlType T, int NT, int RW, int KU, bool MULTI>
 __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLOCKS)
@@ -355,7 +409,7 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLO
     int64_t r0 = 0, r1 = a.n_rows;
     const uint8_t* w = a.w;
     if (a.offsets != nullptr) {
-        const int e = active_expert(a.offsets, a.n_experts, static_cast<int>(blockIdx.y));
+        const int e = active_expert<NT == 1 ? 1 : 4>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y));
         if (e < 0) return;
         r0 = a.offsets[e];
         r1 = a.offsets[e + 1];
@@ -404,15 +458,30 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLO
                 }
             }
         }
+        if constexpr (RW * NT == 32) {
+            // The grouped variant: 32 sums, one per lane after the butterfly (31
+            // shuffles instead of 160). The other variants keep the plain reduction,
+            // which needs fewer registers (the same bits either way).
+            float v[RW * NT];
 #pragma unroll
-        for (int r = 0; r < RW; ++r)
+            for (int r = 0; r < RW; ++r)
 #pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                float v = acc[r][t];
+                for (int t = 0; t < NT; ++t) v[r * NT + t] = acc[r][t];
+            int idx = 0;
+            const float sum = reduce_scatter<RW * NT>(v, lane, idx);
+            const int r = idx / NT, t = idx % NT;
+            if (t < nt && o0 + r < a.n_out) a.y[(c0 + t) * a.y_stride + o0 + r] = sum;
+        } else {
 #pragma unroll
-                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (lane == 0 && t < nt && o0 + r < a.n_out) a.y[(c0 + t) * a.y_stride + o0 + r] = v;
-            }
+            for (int r = 0; r < RW; ++r)
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    float v = acc[r][t];
+#pragma unroll
+                    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                    if (lane == 0 && t < nt && o0 + r < a.n_out) a.y[(c0 + t) * a.y_stride + o0 + r] = v;
+                }
+        }
     }
 }
 
@@ -488,7 +557,8 @@ bool single_rows(const GemvArgs& a) {
 // Launches the weights of `g` (all of one type) on the quantized activations.
 void launch_segments(Segments g, int64_t max_active_experts, Q8View xq, cudaStream_t s) {
     const bool single = single_rows(g.a[0]);
-    const int64_t rows_per_block = kWarps * (single ? 1 : 2);
+    const bool grouped = g.a[0].offsets != nullptr;
+    const int64_t rows_per_block = kWarps * (single ? 1 : grouped ? kGroupedRows : 2);
     unsigned total = 0;
     for (int i = 0; i < g.n; ++i) {
         g.a[i].x_rows = nullptr;  // applied by the quantization: activation row r is routed row r
@@ -500,6 +570,8 @@ void launch_segments(Segments g, int64_t max_active_experts, Q8View xq, cudaStre
     dispatch_q8_type(g.a[0].type, [&]<GgmlType T>() {
         if (single)
             launch(gemv_q8_kernel<T, 1, 1, 1, true>, grid, kWarps * 32, 0, s, g, xq);
+        else if (grouped)
+            launch(gemv_q8_kernel<T, 8, kGroupedRows, 1, false>, grid, kWarps * 32, 0, s, g, xq);
         else if (g.n > 1)
             launch(gemv_q8_kernel<T, 8, 2, 1, true>, grid, kWarps * 32, 0, s, g, xq);
         else
