@@ -205,6 +205,28 @@ __device__ __forceinline__ uint2 load8(const uint8_t* p) {
     return r;
 }
 
+// The 8 (16) bytes at a 2-byte aligned p (rows of 18-, 22-, 34- and 210-byte blocks),
+// without branches: 4-byte words from p rounded down, shifted into place by a
+// funnel shift (no divergence when the lanes of a warp sit at different
+// alignments, which load8's branches would serialise). The word after the last one
+// is read only when p is not 4-byte aligned, so nothing past the bytes' own last
+// word is touched.
+__device__ __forceinline__ uint2 load8_a2(const uint8_t* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
+    const uint32_t sh = static_cast<uint32_t>(a & 3) * 8;  // 0 or 16
+    const uint32_t w0 = w[0], w1 = w[1], w2 = sh != 0 ? w[2] : 0u;
+    return make_uint2(__funnelshift_rc(w0, w1, sh), __funnelshift_rc(w1, w2, sh));
+}
+__device__ __forceinline__ uint4 load16_a2(const uint8_t* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
+    const uint32_t sh = static_cast<uint32_t>(a & 3) * 8;
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = sh != 0 ? w[4] : 0u;
+    return make_uint4(__funnelshift_rc(w0, w1, sh), __funnelshift_rc(w1, w2, sh), __funnelshift_rc(w2, w3, sh),
+                      __funnelshift_rc(w3, w4, sh));
+}
+
 __device__ __forceinline__ uint32_t byte_of(uint2 u, int k) { return ((k < 4 ? u.x : u.y) >> (8 * (k & 3))) & 0xffu; }
 
 __device__ __forceinline__ float half_bits(uint32_t h) { return __half2float(__ushort_as_half(static_cast<uint16_t>(h))); }

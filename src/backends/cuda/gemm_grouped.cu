@@ -142,9 +142,8 @@ struct TilePiece<GgmlType::Q4_K> {
 
 // Q5_0, the expert down type of Q4_K_M files (704-wide rows take no K-quant): blocks
 // are 22 bytes, so only 2-byte aligned; the words holding a piece are loaded at
-// 4-byte alignment and shifted into place without branches (the third word only
-// when the piece straddles it, so nothing past the block is read). The 8 high bits
-// are spread to the bytes' bit 4 with one multiply (bit i -> bit 8·i).
+// 4-byte alignment and shifted into place without branches (load8_a2). The 8 high
+// bits are spread to the bytes' bit 4 with one multiply (bit i -> bit 8·i).
 template <>
 struct TilePiece<GgmlType::Q5_0> {
     uint32_t dq, qh;  // d in the low 16 bits of dq; qh: the block's 32 high bits
@@ -155,11 +154,7 @@ struct TilePiece<GgmlType::Q5_0> {
         const uint32_t* w = reinterpret_cast<const uint32_t*>(b - off);
         const uint32_t sh = static_cast<uint32_t>(off) * 8;
         const uint32_t w0 = w[0], w1 = w[1];
-        const int qb = static_cast<int>(off) + 6 + static_cast<int>(k & 15);  // first nibble byte from w
-        const uint32_t* wq = w + qb / 4;
-        const uint32_t s2 = static_cast<uint32_t>(qb & 3) * 8;
-        const uint32_t qa = wq[0], qbw = wq[1], qc = s2 != 0 ? wq[2] : 0u;
-        return {w0 >> sh, __funnelshift_rc(w0, w1, 16 + sh), make_uint2(__funnelshift_rc(qa, qbw, s2), __funnelshift_rc(qbw, qc, s2))};
+        return {w0 >> sh, __funnelshift_rc(w0, w1, 16 + sh), load8_a2(b + 6 + (k & 15))};
     }
     __device__ __forceinline__ void decode(int64_t k, float (&v)[8]) const {
         const int j = static_cast<int>(k & 31);
@@ -173,21 +168,16 @@ struct TilePiece<GgmlType::Q5_0> {
     }
 };
 
-// Q8_0 (34-byte blocks, 2-byte aligned): the same word loads; the signed bytes
-// become floats through 2^23 + (q + 128).
+// Q8_0 (34-byte blocks, 2-byte aligned): the same word loads (load8_a2); the signed
+// bytes become floats through 2^23 + (q + 128).
 template <>
 struct TilePiece<GgmlType::Q8_0> {
     uint32_t d;  // in the low 16 bits
     uint2 q;     // this piece's 8 signed bytes
     __device__ __forceinline__ static TilePiece fetch(const uint8_t* row, int64_t k) {
         const uint8_t* b = row + (k >> 5) * 34;
-        const uintptr_t off = reinterpret_cast<uintptr_t>(b) & 3;  // 0 or 2
-        const uint32_t* w = reinterpret_cast<const uint32_t*>(b - off);
-        const int qb = static_cast<int>(off) + 2 + static_cast<int>(k & 31);  // first value byte from w
-        const uint32_t* wq = w + qb / 4;
-        const uint32_t s2 = static_cast<uint32_t>(qb & 3) * 8;
-        const uint32_t qa = wq[0], qbw = wq[1], qc = s2 != 0 ? wq[2] : 0u;
-        return {w[0] >> (static_cast<uint32_t>(off) * 8), make_uint2(__funnelshift_rc(qa, qbw, s2), __funnelshift_rc(qbw, qc, s2))};
+        const uint32_t d = *reinterpret_cast<const uint16_t*>(b);
+        return {d, load8_a2(b + 2 + (k & 31))};
     }
     __device__ __forceinline__ void decode(int64_t, float (&v)[8]) const {
         const float dd = half_bits(d);

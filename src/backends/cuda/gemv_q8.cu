@@ -50,11 +50,9 @@ __device__ __forceinline__ uint4 ld_weights16(const uint8_t* p) {
     return r;
 }
 
-// 16 bytes at a 2-byte aligned address (rows of 34-, 22-, 18- and 210-byte blocks).
-__device__ __forceinline__ uint4 ld_weights16_a2(const uint8_t* p) {
-    const uint2 a = load8(p), b = load8(p + 8);
-    return make_uint4(a.x, a.y, b.x, b.y);
-}
+// 16 bytes at a 2-byte aligned address (rows of 34-, 22- and 18-byte blocks), without
+// the branches that diverge when a warp's lanes sit at different alignments.
+__device__ __forceinline__ uint4 ld_weights16_a2(const uint8_t* p) { return load16_a2(p); }
 
 __device__ __forceinline__ int4 ld_x16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
 __device__ __forceinline__ int2 ld_x8(const int8_t* p) { return *reinterpret_cast<const int2*>(p); }
@@ -74,9 +72,10 @@ __device__ __forceinline__ uint4 nibbles_hi(uint4 q) {
                       (q.w >> 4) & 0x0F0F0F0Fu);
 }
 // Bit 4 of byte k of the result is bit k of the low 4 bits of v (the fifth bit of
-// four Q5_0 quants).
+// four Q5_0 quants): one multiply places copies of the 4 bits 7 apart (bit k lands
+// on bit 8k, the other copies elsewhere, no carries), the mask keeps bits 8k.
 __device__ __forceinline__ uint32_t bit4_of_bytes(uint32_t v) {
-    return ((v & 1u) << 4) | ((v & 2u) << 11) | ((v & 4u) << 18) | ((v & 8u) << 25);
+    return (((v & 15u) * 0x00204081u) & 0x01010101u) << 4;
 }
 // Each byte of q with bit j of the matching qh byte as its bit 4 (Q5_K's fifth bit).
 __device__ __forceinline__ uint4 with_bit4(uint4 q, uint4 qh, int j) {
@@ -175,8 +174,8 @@ struct Unit<GgmlType::Q6_K> {
         const int64_t b = u / 8;
         const int k = static_cast<int>(u % 8), h = k / 4, l0 = 8 * (k % 4);
         const uint8_t* blk = row + b * 210;
-        const uint2 qa = load8(blk + 64 * h + l0), qb = load8(blk + 64 * h + 32 + l0),
-                    qh = load8(blk + 128 + 32 * h + l0), sc = load8(blk + 192 + 8 * h);
+        const uint2 qa = load8_a2(blk + 64 * h + l0), qb = load8_a2(blk + 64 * h + 32 + l0),
+                    qh = load8_a2(blk + 128 + 32 * h + l0), sc = load8_a2(blk + 192 + 8 * h);
         const float dd = f16(blk + 208);
         const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
         auto make = [&](uint2 ql, int shift_l, int shift_h) {
@@ -227,7 +226,10 @@ struct Unit<GgmlType::Q8_0> {
         const int h = static_cast<int>(u % 2);
         const uint8_t* blk = row + b * 34;
         d = f16(blk);
-        q = ld_weights16_a2(blk + 2 + 16 * h);
+        // load8's branches, not load16_a2: the one-row variant (40 registers) spills
+        // the five words of the branch-free form.
+        const uint2 q0 = load8(blk + 2 + 16 * h), q1 = load8(blk + 10 + 16 * h);
+        q = make_uint4(q0.x, q0.y, q1.x, q1.y);
         v0 = b * 32 + 16 * h;
         xb = b;
     }
