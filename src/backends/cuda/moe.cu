@@ -13,11 +13,11 @@ namespace hf2q::cuda {
 namespace {
 
 // Routed rows from which a device-only grouped product (batched decode) takes the
-// tile GEMM instead of the grouped GEMV. Off by default: at 64 sequences of the
-// 26B-A4B (512 routed rows, 4 per expert) the GEMV gives 1,872 tok/s and the tile
-// GEMM 1,355 with the generic decode (H200, docs/performance.md); larger batches are
-// not measured yet. A compile definition so the crossover can be measured
-// (HF2Q_MOE_TILE_MIN_ROWS=...).
+// tile GEMM instead of the grouped GEMV. Off by default: at 32, 64 and 128 sequences
+// of the 26B-A4B (4 routed rows per expert at 64) the tile GEMM measured 1,041 /
+// 1,702 / 2,626 tok/s against the GEMV's 1,271 / 1,882 / 2,631 (H200, 99774db,
+// docs/performance.md), and the GEMV has become faster since. A compile definition
+// so the crossover can be measured (HF2Q_MOE_TILE_MIN_ROWS=...).
 #ifndef HF2Q_MOE_TILE_MIN_ROWS
 #define HF2Q_MOE_TILE_MIN_ROWS (int64_t{1} << 40)
 #endif
