@@ -25,15 +25,7 @@ constexpr int kSteps = 6;  // graphs: eager, record, then replays
 
 // Every prompt's tokens in sequences first .. first + prompts - 1, interleaved, every
 // token an output.
-std::vector<BatchToken> prompt_batch(const Fixture& fx, int32_t first) {
-    std::vector<BatchToken> b;
-    for (size_t t = 0; t < 40; ++t)
-        for (size_t i = 0; i < fx.prompts.size(); ++i)
-            if (t < fx.prompts[i].ids.size())
-                b.push_back({fx.prompts[i].ids[t], first + static_cast<int32_t>(i),
-                             static_cast<int32_t>(t), true});
-    return b;
-}
+std::vector<BatchToken> prompt_batch(const Fixture& fx, int32_t first) { return interleave_prompts(fx, first).batch; }
 
 std::vector<int32_t> logits_argmax(const Context& ctx) {
     std::vector<int32_t> ids;

@@ -34,14 +34,7 @@ TEST_P(Batching, ManySequencesMatchSingleRuns) {
         ContextOptions o = small_context(4);
         o.kv_type = kv;
         auto ctx = Context::create(*fx.model, o);
-        std::vector<BatchToken> batch;
-        std::vector<std::pair<size_t, size_t>> order;  // (prompt, position) per output
-        for (size_t t = 0; t < 40; ++t)
-            for (size_t i = 0; i < fx.prompts.size(); ++i)
-                if (t < fx.prompts[i].ids.size()) {
-                    batch.push_back({fx.prompts[i].ids[t], static_cast<int32_t>(i), static_cast<int32_t>(t), true});
-                    order.push_back({i, t});
-                }
+        const auto [batch, order] = interleave_prompts(fx);
         ctx->decode(batch);
         ASSERT_EQ(ctx->n_outputs(), static_cast<int32_t>(batch.size()));
         for (size_t i = 0; i < fx.prompts.size(); ++i) {

@@ -1,5 +1,6 @@
 #include "model/fixture.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -94,6 +95,19 @@ ContextOptions small_context(int32_t n_seq) {
     o.n_threads = 2;
     o.kv_type = KvCacheType::f32;  // transformers' f32 math; the f16 cache has its own tests
     return o;
+}
+
+InterleavedBatch interleave_prompts(const Fixture& fx, int32_t first_seq) {
+    InterleavedBatch b;
+    size_t longest = 0;
+    for (const Prompt& p : fx.prompts) longest = std::max(longest, p.ids.size());
+    for (size_t t = 0; t < longest; ++t)
+        for (size_t i = 0; i < fx.prompts.size(); ++i)
+            if (t < fx.prompts[i].ids.size()) {
+                b.batch.push_back({fx.prompts[i].ids[t], first_seq + static_cast<int32_t>(i), static_cast<int32_t>(t), true});
+                b.order.push_back({i, t});
+            }
+    return b;
 }
 
 std::vector<float> run_alone(const Model& m, const std::vector<int32_t>& ids, int32_t n_ubatch,

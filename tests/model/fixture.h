@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ggml_type.h"
@@ -43,5 +44,14 @@ std::vector<float> run_alone(const Model& m, const std::vector<int32_t>& ids, in
 
 // 64 positions per sequence, blocks of 4, 2 threads, an f32 KV cache.
 ContextOptions small_context(int32_t n_seq = 4);
+
+// Every prompt i of a fixture as sequence first_seq + i, the tokens interleaved
+// round-robin (position 0 of each prompt, then position 1, ...), every token an
+// output; order[k] = (prompt, position) of output k.
+struct InterleavedBatch {
+    std::vector<BatchToken> batch;
+    std::vector<std::pair<size_t, size_t>> order;
+};
+InterleavedBatch interleave_prompts(const Fixture& fx, int32_t first_seq = 0);
 
 }  // namespace hf2q::test

@@ -99,14 +99,7 @@ CudaRuns run_cuda(const Fixture& fx, DevicePrecision precision, KvCacheType kv =
     o.kv_type = kv;
     o.n_ubatch = 16;
     auto ctx = Context::create(*fx.model, o);
-    std::vector<BatchToken> batch;
-    std::vector<std::pair<size_t, size_t>> order;
-    for (size_t t = 0; t < 40; ++t)
-        for (size_t i = 0; i < fx.prompts.size(); ++i)
-            if (t < fx.prompts[i].ids.size()) {
-                batch.push_back({fx.prompts[i].ids[t], static_cast<int32_t>(i), static_cast<int32_t>(t), true});
-                order.push_back({i, t});
-            }
+    const auto [batch, order] = interleave_prompts(fx);
     ctx->decode(batch);
     const size_t V = static_cast<size_t>(fx.n_vocab);
     r.batched.resize(fx.prompts.size());
