@@ -286,7 +286,8 @@ int run_bench(const std::vector<std::string>& args) {
             nlohmann::json j = {{"test", r.test}, {"tokens", r.tokens}, {"depth", r.spec.depth},
                                 {"tps_mean", tps}, {"tps_sd", r.sd_tps()}, {"tflops", tflops}, {"gbs", gbs},
                                 {"backend", o.backend}, {"model", info.name}, {"params", info.n_params},
-                                {"bytes", info.n_bytes}};
+                                {"bytes", info.n_bytes}, {"type_k", o.device.cache_type},
+                                {"type_v", o.device.cache_type}, {"n_ubatch", o.ubatch}};
             if (o.profile) j["profile"] = profile_json(r);
             out.push_back(std::move(j));
         } else {
