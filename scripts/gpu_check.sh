@@ -10,6 +10,9 @@
 #   profile   hf2q bench --profile on the 26B model (per-op time shares)
 #   kernels   Nsight Compute kernel durations of 26B decode steps, summed per kernel
 #             (serialized: the sum is pure kernel time, without launch gaps)
+#   ab        an A/B on the 26B model: builds the baseline packed by scripts/ab_base.sh
+#             (out/ab-base.tgz, or HF2Q_AB_BASE) and runs HF2Q_BENCH_ARGS with the
+#             baseline's hf2q, then with this tree's, on the same model file
 # HF2Q_BENCH_ARGS (and HF2Q_BENCH_ARGS2 for a second run on the same model) are the
 # bench flags.
 # Logs go to $OUT (or out/gpu); the last lines printed are a summary.
@@ -82,6 +85,18 @@ if has kernels; then
   step ncu_g26 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-count 6000 \
     $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p "" -n 2 -r 1 --no-graphs
   python3 scripts/ncu_kernel_sums.py "$out/ncu_g26.log" 4 | tee "$out/ncu_g26_summary.txt"
+fi
+if has ab; then
+  base_tgz=${HF2Q_AB_BASE:-out/ab-base.tgz}
+  base=/tmp/hf2q-ab-base
+  rm -rf "$base" && mkdir -p "$base" && tar xzf "$base_tgz" -C "$base"
+  step build_base bash -c "cmake -S $base -B $base/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON -DHF2Q_TESTS=OFF &&
+                           cmake --build $base/build -j$jobs --target hf2q"
+  [ -f /tmp/g26.gguf ] ||
+    step synth_g26 $bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf
+  step ab_base bash -c "$base/build/bin/hf2q bench -m /tmp/g26.gguf --backend cuda $bench_args"
+  step ab_tree bash -c "$bin/hf2q bench -m /tmp/g26.gguf --backend cuda $bench_args"
+  echo "== baseline"; cat "$out/ab_base.log"; echo "== this tree"; cat "$out/ab_tree.log"
 fi
 other_args="-p 4096 -n 128 -r 2 -ub 4096"
 HF2Q_BENCH_ARGS2=
