@@ -7,10 +7,9 @@
 // blocks, are never touched) with a blockwise online softmax in f32:
 //   scores of the block's keys → block max bm; if bm > m: rescale l and acc by
 //   exp(m − bm), m = bm; then l += e_j, acc += e_j · v_j with e_j = exp(s_j − m).
-// Per worker memory: block_size scores + head_dim accumulator (its scratch), and for
-// an f16 cache the block's K and V rows of the item's KV head converted to f32 (the
-// conversion is exact, so an f16 cache computes as an f32 cache holding the rounded
-// values).
+// Per worker memory: block_size scores + head_dim accumulator (its scratch). An f16
+// cache is read through dot_f16 / axpy_f16 (cpu_ops.h), which convert exactly and
+// keep dot_f32's order, so it computes as an f32 cache holding the rounded values.
 // An item reads only its own q row before writing its own out row, so out may alias q.
 // Block ids are validated before the parallel region (a bad id is a bug in the caller's
 // KV bookkeeping), so workers never throw.
@@ -20,7 +19,6 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "core/error.h"
-#include "quant/quant.h"
 
 namespace hf2q::cpu {
 namespace {
@@ -49,25 +47,17 @@ void check_tables(const ops::AttentionParams& p) {
     }
 }
 
-// Rows [j0, j1) of one KV head in one block (row j at pool + (j − first)·kv_row) as
-// f32 rows d apart: the pool itself for an f32 cache, else converted into buf.
-const float* kv_rows(const ops::AttentionParams& p, const void* pool, int64_t base, int64_t first,
-                     int64_t j0, int64_t j1, int64_t kv_row, float* buf, int64_t& stride) {
-    if (p.kv_type == ops::KvType::f32) {
-        stride = kv_row;
-        return static_cast<const float*>(pool) + base + (j0 - first) * kv_row;
-    }
-    const int64_t d = p.head_dim;
-    const uint16_t* src = static_cast<const uint16_t*>(pool) + base + (j0 - first) * kv_row;
-    for (int64_t j = 0; j < j1 - j0; ++j) quant::dequantize_row(GgmlType::F16, src + j * kv_row, buf + j * d, d);
-    stride = d;
-    return buf;
-}
+// Score and P·V steps on one cached row: KV is float or uint16_t (f16 bits).
+inline float dot_kv(const float* q, const float* k, int64_t d) { return dot_f32(q, k, d); }
+inline float dot_kv(const float* q, const uint16_t* k, int64_t d) { return dot_f16(q, k, d); }
+inline void axpy_kv(float* acc, float e, const float* v, int64_t d) { axpy_f32(acc, e, v, d); }
+inline void axpy_kv(float* acc, float e, const uint16_t* v, int64_t d) { axpy_f16(acc, e, v, d); }
 
 // out = softmax(scale · q·Kᵀ) · V for one (token, head); scores: [block_size],
-// acc: [head_dim], kbuf and vbuf: [block_size][head_dim] scratch (f16 caches).
+// acc: [head_dim] scratch.
+template <class KV>
 HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h, float* scores,
-                            float* acc, float* kbuf, float* vbuf) {
+                            float* acc) {
     const int64_t d = p.head_dim;
     const int64_t kv_row = p.n_kv_heads * d;  // floats per cached position
     const int64_t kvh = h / (p.n_heads / p.n_kv_heads);
@@ -84,14 +74,13 @@ HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h,
         const int64_t j1 = std::min(pos + 1, (b + 1) * p.block_size);
         // Slot s of physical block table[b] holds position b·block_size + s.
         const int64_t base = static_cast<int64_t>(table[b]) * p.block_size * kv_row + kvh * d;
+        const KV* k = static_cast<const KV*>(p.k_pool) + base;
+        const KV* v = static_cast<const KV*>(p.v_pool) + base;
         const int64_t first = b * p.block_size;
-        int64_t ks = 0, vs = 0;  // row strides of k and v
-        const float* k = kv_rows(p, p.k_pool, base, first, j0, j1, kv_row, kbuf, ks);
-        const float* v = kv_rows(p, p.v_pool, base, first, j0, j1, kv_row, vbuf, vs);
 
         float bm = -std::numeric_limits<float>::infinity();
         for (int64_t j = j0; j < j1; ++j) {
-            const float s = p.scale * dot_f32(q, k + (j - j0) * ks, d);
+            const float s = p.scale * dot_kv(q, k + (j - first) * kv_row, d);
             scores[j - j0] = s;
             bm = std::max(bm, s);
         }
@@ -104,7 +93,7 @@ HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h,
         for (int64_t j = j0; j < j1; ++j) {
             const float e = std::exp(scores[j - j0] - m);
             l += e;
-            axpy_f32(acc, e, v + (j - j0) * vs, d);
+            axpy_kv(acc, e, v + (j - first) * kv_row, d);
         }
     }
     float* out = p.out + (t * p.n_heads + h) * d;
@@ -121,14 +110,17 @@ void attention(Context& c, const ops::AttentionParams& p) {
     HF2Q_ASSERT(p.pos != nullptr && p.tables != nullptr && p.table_len != nullptr);
     check_tables(p);
 
-    const int64_t kv_buf = p.kv_type == ops::KvType::f32 ? 0 : p.block_size * p.head_dim;
-    c.scratch.reserve(p.block_size + p.head_dim + 2 * kv_buf);
+    c.scratch.reserve(p.block_size + p.head_dim);
+    const bool f16 = p.kv_type == ops::KvType::f16;
     c.pool.parallel_for(p.n_tokens * p.n_heads, 1, [&](int64_t i0, int64_t i1, int th) {
         float* scores = c.scratch.get(th);
         float* acc = scores + p.block_size;
-        float* kbuf = acc + p.head_dim;
-        float* vbuf = kbuf + kv_buf;
-        for (int64_t i = i0; i < i1; ++i) attend(p, i / p.n_heads, i % p.n_heads, scores, acc, kbuf, vbuf);
+        for (int64_t i = i0; i < i1; ++i) {
+            if (f16)
+                attend<uint16_t>(p, i / p.n_heads, i % p.n_heads, scores, acc);
+            else
+                attend<float>(p, i / p.n_heads, i % p.n_heads, scores, acc);
+        }
     });
 }
 

@@ -111,4 +111,76 @@ inline void axpy_f32(float* y, float a, const float* x, int64_t n) {
     for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// f16 → f32, exact (the KV cache's f16 pools): the normal, inf and NaN exponents
+// rebiased, zero and subnormals as an exact integer scaling; branch-free, so the
+// loops below vectorise. The same bits as quant::fp16_to_fp32.
+inline float half_to_f32(uint16_t h) {
+    const uint32_t em = h & 0x7FFFu, sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t norm = (em << 13) + 0x38000000u + (em >= 0x7C00u ? 0x38000000u : 0u);
+    const float sub = static_cast<float>(em) * 0x1p-24f;
+    uint32_t sub_bits;
+    std::memcpy(&sub_bits, &sub, 4);
+    const uint32_t r = (em < 0x400u ? sub_bits : norm) | sign;
+    float f;
+    std::memcpy(&f, &r, 4);
+    return f;
+}
+
+using U8 = uint32_t __attribute__((vector_size(32)));
+
+// Eight f16 values as F8 (half_to_f32 lane by lane, on vectors). An out parameter:
+// F8 stays out of return types (see F8).
+inline void half8_to_f8(const uint16_t* p, F8& f) {
+    U8 h;
+    for (int k = 0; k < 8; ++k) h[k] = p[k];
+    const U8 em = h & 0x7FFFu, sign = (h & 0x8000u) << 16;
+    // Vector compares give all-ones or zero lanes; a vector cast keeps the bits.
+    const U8 is_special = (U8)(em >= 0x7C00u) & 0x38000000u;
+    const U8 norm = (em << 13) + 0x38000000u + is_special;
+    const F8 sub = __builtin_convertvector(em, F8) * 0x1p-24f;
+    U8 sub_bits;
+    std::memcpy(&sub_bits, &sub, sizeof sub_bits);
+    const U8 m = (U8)(em < 0x400u);
+    const U8 r = (sub_bits & m) | (norm & ~m) | sign;
+    std::memcpy(&f, &r, sizeof f);
+}
+
+// dot_f32 and axpy_f32 with the second operand in f16: the same operations in the
+// same order on the converted values, so an f16 cache computes bit for bit as an
+// f32 cache holding the rounded values.
+inline float dot_f16(const float* a, const uint16_t* b, int64_t n) {
+    F8 acc[4] = {};
+    F8 va, vb;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int u = 0; u < 4; ++u) {
+            std::memcpy(&va, a + i + 8 * u, sizeof va);
+            half8_to_f8(b + i + 8 * u, vb);
+            acc[u] += va * vb;
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        std::memcpy(&va, a + i, sizeof va);
+        half8_to_f8(b + i, vb);
+        acc[0] += va * vb;
+    }
+    const F8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    float s = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+    for (; i < n; ++i) s += a[i] * half_to_f32(b[i]);
+    return s;
+}
+
+inline void axpy_f16(float* y, float a, const uint16_t* x, int64_t n) {
+    F8 vy, vx;
+    const F8 va = F8{} + a;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::memcpy(&vy, y + i, sizeof vy);
+        half8_to_f8(x + i, vx);
+        vy += va * vx;
+        std::memcpy(y + i, &vy, sizeof vy);
+    }
+    for (; i < n; ++i) y[i] += a * half_to_f32(x[i]);
+}
+
 }  // namespace hf2q::cpu
