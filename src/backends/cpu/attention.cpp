@@ -8,8 +8,8 @@
 //   scores of the block's keys → block max bm; if bm > m: rescale l and acc by
 //   exp(m − bm), m = bm; then l += e_j, acc += e_j · v_j with e_j = exp(s_j − m).
 // Per worker memory: block_size scores + head_dim accumulator (its scratch). An f16
-// cache is read through dot_f16 / axpy_f16 (cpu_ops.h), which convert exactly and
-// keep dot_f32's order, so it computes as an f32 cache holding the rounded values.
+// cache is read by the same dot_f32 / axpy_f32 (cpu_ops.h), which convert each
+// value exactly in the loop, so it computes as an f32 cache holding the rounded values.
 // An item reads only its own q row before writing its own out row, so out may alias q.
 // Block ids are validated before the parallel region (a bad id is a bug in the caller's
 // KV bookkeeping), so workers never throw.
@@ -47,14 +47,8 @@ void check_tables(const ops::AttentionParams& p) {
     }
 }
 
-// Score and P·V steps on one cached row: KV is float or uint16_t (f16 bits).
-inline float dot_kv(const float* q, const float* k, int64_t d) { return dot_f32(q, k, d); }
-inline float dot_kv(const float* q, const uint16_t* k, int64_t d) { return dot_f16(q, k, d); }
-inline void axpy_kv(float* acc, float e, const float* v, int64_t d) { axpy_f32(acc, e, v, d); }
-inline void axpy_kv(float* acc, float e, const uint16_t* v, int64_t d) { axpy_f16(acc, e, v, d); }
-
 // out = softmax(scale · q·Kᵀ) · V for one (token, head); scores: [block_size],
-// acc: [head_dim] scratch.
+// acc: [head_dim] scratch. KV: float, or uint16_t (f16 bits).
 template <class KV>
 HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h, float* scores,
                             float* acc) {
@@ -80,7 +74,7 @@ HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h,
 
         float bm = -std::numeric_limits<float>::infinity();
         for (int64_t j = j0; j < j1; ++j) {
-            const float s = p.scale * dot_kv(q, k + (j - first) * kv_row, d);
+            const float s = p.scale * dot_f32(q, k + (j - first) * kv_row, d);
             scores[j - j0] = s;
             bm = std::max(bm, s);
         }
@@ -93,7 +87,7 @@ HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h,
         for (int64_t j = j0; j < j1; ++j) {
             const float e = std::exp(scores[j - j0] - m);
             l += e;
-            axpy_kv(acc, e, v + (j - first) * kv_row, d);
+            axpy_f32(acc, e, v + (j - first) * kv_row, d);
         }
     }
     float* out = p.out + (t * p.n_heads + h) * d;

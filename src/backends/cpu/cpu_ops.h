@@ -71,46 +71,6 @@ void softcap(Context& c, float* x, float cap, int64_t n);
 // depends on -mavx).
 using F8 = float __attribute__((vector_size(32)));
 
-// Σ a[i]·b[i] in f32: four independent 8-lane accumulators over 32-element steps (for
-// instruction-level parallelism), combined as (acc0+acc1)+(acc2+acc3), the eight lanes
-// summed in a fixed tree, then the tail added in order. The order depends only on n.
-inline float dot_f32(const float* a, const float* b, int64_t n) {
-    F8 acc[4] = {};
-    F8 va, vb;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        for (int u = 0; u < 4; ++u) {
-            std::memcpy(&va, a + i + 8 * u, sizeof va);
-            std::memcpy(&vb, b + i + 8 * u, sizeof vb);
-            acc[u] += va * vb;
-        }
-    }
-    for (; i + 8 <= n; i += 8) {
-        std::memcpy(&va, a + i, sizeof va);
-        std::memcpy(&vb, b + i, sizeof vb);
-        acc[0] += va * vb;
-    }
-    const F8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    float s = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
-}
-
-// y[i] += a · x[i], element by element (8 lanes at a time; the result per element does
-// not depend on the lane width).
-inline void axpy_f32(float* y, float a, const float* x, int64_t n) {
-    F8 vy, vx;
-    const F8 va = F8{} + a;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        std::memcpy(&vy, y + i, sizeof vy);
-        std::memcpy(&vx, x + i, sizeof vx);
-        vy += va * vx;
-        std::memcpy(y + i, &vy, sizeof vy);
-    }
-    for (; i < n; ++i) y[i] += a * x[i];
-}
-
 // f16 → f32, exact (the KV cache's f16 pools): the normal, inf and NaN exponents
 // rebiased, zero and subnormals as an exact integer scaling; branch-free, so the
 // loops below vectorise. The same bits as quant::fp16_to_fp32.
@@ -145,42 +105,54 @@ inline void half8_to_f8(const uint16_t* p, F8& f) {
     std::memcpy(&f, &r, sizeof f);
 }
 
-// dot_f32 and axpy_f32 with the second operand in f16: the same operations in the
-// same order on the converted values, so an f16 cache computes bit for bit as an
-// f32 cache holding the rounded values.
-inline float dot_f16(const float* a, const uint16_t* b, int64_t n) {
+// The operand B of dot_f32 / axpy_f32: f32 values, or f16 bits (uint16_t, the KV
+// cache's f16 pools) converted exactly, so an f16 pool computes bit for bit as an
+// f32 pool holding the rounded values.
+inline void load_f8(const float* p, F8& v) { std::memcpy(&v, p, sizeof v); }
+inline void load_f8(const uint16_t* p, F8& v) { half8_to_f8(p, v); }
+inline float value_f32(float x) { return x; }
+inline float value_f32(uint16_t h) { return half_to_f32(h); }
+
+// Σ a[i]·b[i] in f32: four independent 8-lane accumulators over 32-element steps (for
+// instruction-level parallelism), combined as (acc0+acc1)+(acc2+acc3), the eight lanes
+// summed in a fixed tree, then the tail added in order. The order depends only on n.
+template <class B>
+inline float dot_f32(const float* a, const B* b, int64_t n) {
     F8 acc[4] = {};
     F8 va, vb;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         for (int u = 0; u < 4; ++u) {
             std::memcpy(&va, a + i + 8 * u, sizeof va);
-            half8_to_f8(b + i + 8 * u, vb);
+            load_f8(b + i + 8 * u, vb);
             acc[u] += va * vb;
         }
     }
     for (; i + 8 <= n; i += 8) {
         std::memcpy(&va, a + i, sizeof va);
-        half8_to_f8(b + i, vb);
+        load_f8(b + i, vb);
         acc[0] += va * vb;
     }
     const F8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     float s = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
-    for (; i < n; ++i) s += a[i] * half_to_f32(b[i]);
+    for (; i < n; ++i) s += a[i] * value_f32(b[i]);
     return s;
 }
 
-inline void axpy_f16(float* y, float a, const uint16_t* x, int64_t n) {
+// y[i] += a · x[i], element by element (8 lanes at a time; the result per element does
+// not depend on the lane width).
+template <class B>
+inline void axpy_f32(float* y, float a, const B* x, int64_t n) {
     F8 vy, vx;
     const F8 va = F8{} + a;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         std::memcpy(&vy, y + i, sizeof vy);
-        half8_to_f8(x + i, vx);
+        load_f8(x + i, vx);
         vy += va * vx;
         std::memcpy(y + i, &vy, sizeof vy);
     }
-    for (; i < n; ++i) y[i] += a * half_to_f32(x[i]);
+    for (; i < n; ++i) y[i] += a * value_f32(x[i]);
 }
 
 }  // namespace hf2q::cpu
