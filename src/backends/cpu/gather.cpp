@@ -51,14 +51,11 @@ void scatter_add(Context& c, const ops::ScatterAddParams& p) {
     });
 }
 
-// One row of values into a pool row of type t (f16: round to nearest even).
-void store_kv_row(const float* src, void* pool, int64_t slot, int64_t row, ops::KvType t) {
-    if (t == ops::KvType::f32) {
-        std::memcpy(static_cast<float*>(pool) + slot * row, src, static_cast<size_t>(row) * sizeof(float));
-        return;
-    }
-    uint16_t* dst = static_cast<uint16_t*>(pool) + slot * row;
-    for (int64_t i = 0; i < row; ++i) dst[i] = quant::fp32_to_fp16(src[i]);
+// One row of values into a pool row of type t: the quantizer's F32 row (a copy) or
+// F16 row (ggml's round to nearest even).
+static void store_kv_row(const float* src, void* pool, int64_t slot, int64_t row, ops::KvType t) {
+    const GgmlType type = t == ops::KvType::f16 ? GgmlType::F16 : GgmlType::F32;
+    quant::quantize(type, src, static_cast<uint8_t*>(pool) + slot * row * ops::kv_type_bytes(t), 1, row, nullptr);
 }
 
 void kv_store(Context& c, const ops::KvStoreParams& p) {
