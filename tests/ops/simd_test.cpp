@@ -15,17 +15,22 @@ namespace {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-__attribute__((target("avx2"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+// B: float, or uint16_t (f16 bits, the KV cache's operand).
+template <class B>
+__attribute__((target("avx2"))) float dot_avx2(const float* a, const B* b, int64_t n) {
     return cpu::dot_f32(a, b, n);
 }
-float dot_base(const float* a, const float* b, int64_t n) {
+template <class B>
+float dot_base(const float* a, const B* b, int64_t n) {
     return cpu::dot_f32(a, b, n);
 }
 
-__attribute__((target("avx2"))) void axpy_avx2(float* y, float a, const float* x, int64_t n) {
+template <class B>
+__attribute__((target("avx2"))) void axpy_avx2(float* y, float a, const B* x, int64_t n) {
     cpu::axpy_f32(y, a, x, n);
 }
-void axpy_base(float* y, float a, const float* x, int64_t n) {
+template <class B>
+void axpy_base(float* y, float a, const B* x, int64_t n) {
     cpu::axpy_f32(y, a, x, n);
 }
 
@@ -42,16 +47,6 @@ TEST(Simd, Avx2AndBaselineClonesAgreeBitwise) {
     }
 }
 
-__attribute__((target("avx2"))) float dot16_avx2(const float* a, const uint16_t* b, int64_t n) {
-    return cpu::dot_f32(a, b, n);
-}
-float dot16_base(const float* a, const uint16_t* b, int64_t n) {
-    return cpu::dot_f32(a, b, n);
-}
-__attribute__((target("avx2"))) void axpy16_avx2(float* y, float a, const uint16_t* x, int64_t n) {
-    cpu::axpy_f32(y, a, x, n);
-}
-
 TEST(Simd, F16OperandsGiveTheRoundedF32ResultAcrossClones) {
     if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this machine";
     const auto a = randn(4096, 3, 3.0f), b = randn(4096, 4, 0.01f);
@@ -62,12 +57,12 @@ TEST(Simd, F16OperandsGiveTheRoundedF32ResultAcrossClones) {
         br[i] = quant::fp16_to_fp32(b16[i]);
     }
     for (int64_t n : {0, 1, 7, 8, 31, 32, 33, 255, 256, 1000, 4096}) {
-        const float x = dot16_avx2(a.data(), b16.data(), n), y = dot16_base(a.data(), b16.data(), n),
+        const float x = dot_avx2(a.data(), b16.data(), n), y = dot_base(a.data(), b16.data(), n),
                     z = dot_base(a.data(), br.data(), n);
         EXPECT_EQ(0, std::memcmp(&x, &y, sizeof x)) << "n=" << n;
         EXPECT_EQ(0, std::memcmp(&x, &z, sizeof x)) << "n=" << n << ": f16 operand differs from its rounded f32 values";
         std::vector<float> u = a, v = a;
-        axpy16_avx2(u.data(), 0.37f, b16.data(), n);
+        axpy_avx2(u.data(), 0.37f, b16.data(), n);
         axpy_base(v.data(), 0.37f, br.data(), n);
         EXPECT_TRUE(bitwise_equal(u, v)) << "n=" << n;
     }
