@@ -48,7 +48,9 @@ inline unsigned grid_1d(int64_t n, int threads) {
 // completed and its writes are visible. A kernel that skipped the wait could end
 // before its predecessor, and the kernel after it (which waits only for its
 // direct predecessor) would then read unfinished results. Outside such a launch
-// both instructions do nothing.
+// both instructions do nothing. The one exception to "before any memory access":
+// hints about bytes no kernel writes (the integer GEMV's L2 prefetch of its weight
+// rows) may come first, which is what lets them overlap the predecessor.
 __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -396,10 +396,21 @@ __device__ __forceinline__ float reduce_scatter(float (&v)[V], int lane, int& in
     return v[0];
 }
 
+// Asks L2 for rows [row0, row0 + rows) of w (one prefetch per 128-byte line, spread
+// over the block's threads).
+__device__ __forceinline__ void prefetch_rows_l2(const uint8_t* w, int64_t row0, int64_t rows, int64_t n_out,
+                                                 uint64_t row_bytes) {
+    if (row0 >= n_out) return;
+    const int64_t r1 = row0 + rows < n_out ? row0 + rows : n_out;
+    const uintptr_t b = reinterpret_cast<uintptr_t>(w + static_cast<uint64_t>(row0) * row_bytes) & ~uintptr_t{127};
+    const uintptr_t e = reinterpret_cast<uintptr_t>(w + static_cast<uint64_t>(r1) * row_bytes);
+    for (uintptr_t p = b + threadIdx.x * 128u; p < e; p += blockDim.x * 128u)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 template <GgmlType T, int NT, int RW, int KU, bool MULTI>
 __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLOCKS)
     gemv_q8_kernel(Segments g, Q8View xq) {
-    pdl_begin();
     using U = Unit<T>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     // The weight this block works on (static indices: no local copy of the params).
@@ -407,6 +418,14 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLO
     const GemvArgs& a = seg == 0 ? g.a[0] : (seg == 1 ? g.a[1] : g.a[2]);
     const unsigned bx = blockIdx.x - (seg == 0 ? 0u : (seg == 1 ? g.end[0] : g.end[1]));
     const int64_t o0 = (static_cast<int64_t>(bx) * kWarps + warp) * RW;
+    // Dense weights do not depend on the previous kernel: the block asks L2 for its
+    // rows before it waits for that kernel (common.cuh), so they stream in while it
+    // finishes (tg128 +1 %, docs/performance.md). HF2Q_GEMV_PREFETCH (CMake): 1 for
+    // the one-row variant, 2 for every dense variant, 0 never. Grouped experts
+    // cannot: the grouping is the previous kernel's output.
+    if (HF2Q_GEMV_PREFETCH >= (NT == 1 ? 1 : 2) && g.a[0].offsets == nullptr)
+        prefetch_rows_l2(a.w, static_cast<int64_t>(bx) * kWarps * RW, kWarps * RW, a.n_out, a.row_bytes);
+    pdl_begin();
     if (o0 >= a.n_out) return;  // whole warp; no block-wide barrier below
     int64_t r0 = 0, r1 = a.n_rows;
     const uint8_t* w = a.w;
