@@ -21,21 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct FtInfo {
-    FileType ft;
-    std::string_view name;
-    GgmlType type;
-};
-constexpr FtInfo kFileTypes[] = {
-    {FileType::ALL_F32, "f32", GgmlType::F32},
-    {FileType::MOSTLY_F16, "f16", GgmlType::F16},
-    {FileType::MOSTLY_BF16, "bf16", GgmlType::BF16},
-};
-
-const FtInfo& ft_info(FileType t) {
-    for (const auto& i : kFileTypes)
-        if (i.ft == t) return i;
-    fail("internal error: unknown file type ", static_cast<uint32_t>(t));
+// The file types the converter writes itself (ftype.h keeps the names and types).
+bool direct_type(FileType t) {
+    return !ftype::is_quantized(ftype::default_type(t));
 }
 
 bool ends_with(std::string_view s, std::string_view suf) {
@@ -193,25 +181,23 @@ uint64_t tensor_bytes(GgmlType t, const std::vector<int64_t>& ne) {
 }  // namespace
 
 std::optional<FileType> file_type_from_name(std::string_view name) {
-    std::string lower(name);
-    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    for (const auto& i : kFileTypes)
-        if (i.name == lower) return i.ft;
+    const auto ft = ftype::file_type_from_name(name);
+    if (ft && direct_type(*ft)) return ft;
     return std::nullopt;
-}
-
-std::string_view file_type_name(FileType t) {
-    return ft_info(t).name;
 }
 
 std::vector<std::string> supported_file_type_names() {
     std::vector<std::string> r;
-    for (const auto& i : kFileTypes) r.emplace_back(i.name);
+    for (const std::string& n : ftype::file_type_names())
+        if (file_type_from_name(n)) r.push_back(n);
     return r;
 }
 
 GgmlType default_tensor_type(FileType t) {
-    return ft_info(t).type;
+    if (!direct_type(t))
+        fail("internal error: the converter writes f32, f16 or bf16, not ", ftype::file_type_name(t),
+             " (quantized types go through quantize_file)");
+    return ftype::default_type(t);
 }
 
 GgmlType tensor_out_type(std::string_view name, uint32_t n_dims, FileType ft) {

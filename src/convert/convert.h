@@ -11,24 +11,22 @@
 #include <string_view>
 #include <vector>
 
+#include "convert/ftype.h"
 #include "core/ggml_type.h"
 
 namespace hf2q::convert {
 
-// Output file type, numbered as llama_ftype (the value of general.file_type).
-// Quantized ftypes (Q8_0 = 7, Q4_K_M = 15, ...) slot in here; the per-tensor choice
-// lives in tensor_out_type().
-enum class FileType : uint32_t {
-    ALL_F32 = 0,
-    MOSTLY_F16 = 1,
-    MOSTLY_BF16 = 32,
-};
+// Output file type (the llama_ftype of general.file_type). The converter writes the
+// unquantized ones, ALL_F32, MOSTLY_F16 and MOSTLY_BF16; quantized types are made
+// from its output by quantize_file (hf2q convert chains the two).
+using FileType = ftype::FileType;
 
-// CLI names ("f32", "f16", "bf16"; case-insensitive) -> FileType.
+// The unquantized file types by name ("f32", "f16", "bf16"; case-insensitive, or
+// the numeric id as ftype parses it); nullopt for other names and quantized types.
 std::optional<FileType> file_type_from_name(std::string_view name);
-std::string_view file_type_name(FileType t);
-std::vector<std::string> supported_file_type_names();
-// Storage type of the ftype's "big" tensors.
+using ftype::file_type_name;
+std::vector<std::string> supported_file_type_names();  // in id order
+// Storage type of the ftype's "big" tensors (an unquantized type).
 GgmlType default_tensor_type(FileType t);
 
 // Storage type of one output tensor (spec gguf-gemma4.md §3.2): F32 for tensors of

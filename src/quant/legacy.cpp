@@ -123,72 +123,68 @@ float impl_asymmetric(const float* x, const float* qw, float sigma2, int nmax, f
 
 }  // namespace
 
-void quantize_row_q4_0(const float* x, void* dst, int64_t n, const float* qw) {
-    auto* y = static_cast<BlockQ4_0*>(dst);
+namespace {
+
+// Rows of 32-value blocks with a scale only (Q4_0, Q5_0: levels 0 .. 2·nmax − 1 around
+// nmax): the importance-weighted search when weights are given, else ggml's
+// reference rounding. pack stores the levels into the block.
+template <class Block, class Pack>
+void quantize_symmetric_rows(const float* x, Block* y, int64_t n, const float* qw, int nmax, Pack pack) {
     const float sigma2 = qw ? row_sigma2(x, n) : 0.0f;
     for (int64_t ib = 0; ib < n / kQK; ++ib) {
         const float* xb = x + ib * kQK;
         uint8_t L[kQK];
         float d = 0.0f;
         if (qw)
-            d = impl_symmetric(xb, qw + ib * kQK, sigma2, 8, L);
+            d = impl_symmetric(xb, qw + ib * kQK, sigma2, nmax, L);
         else
-            ref_symmetric(xb, 8, &d, L);
+            ref_symmetric(xb, nmax, &d, L);
         store_f16(y[ib].d, d);
-        pack_nibbles(L, y[ib].qs);
+        pack(L, y[ib]);
     }
+}
+
+// Rows of 32-value blocks with a scale and a min (Q4_1, Q5_1: levels 0 .. nmax).
+// ref_clamp: whether the reference clamps the levels to nmax (ref_asymmetric).
+template <class Block, class Pack>
+void quantize_asymmetric_rows(const float* x, Block* y, int64_t n, const float* qw, int nmax, bool ref_clamp,
+                              Pack pack) {
+    const float sigma2 = qw ? row_sigma2(x, n) : 0.0f;
+    for (int64_t ib = 0; ib < n / kQK; ++ib) {
+        const float* xb = x + ib * kQK;
+        uint8_t L[kQK];
+        float d = 0.0f;
+        float m = 0.0f;
+        if (qw)
+            d = impl_asymmetric(xb, qw + ib * kQK, sigma2, nmax, &m, L);
+        else
+            ref_asymmetric(xb, nmax, ref_clamp, &d, &m, L);
+        store_f16(y[ib].d, d);
+        store_f16(y[ib].m, m);
+        pack(L, y[ib]);
+    }
+}
+
+}  // namespace
+
+void quantize_row_q4_0(const float* x, void* dst, int64_t n, const float* qw) {
+    quantize_symmetric_rows(x, static_cast<BlockQ4_0*>(dst), n, qw, 8,
+                            [](const uint8_t* L, BlockQ4_0& b) { pack_nibbles(L, b.qs); });
 }
 
 void quantize_row_q5_0(const float* x, void* dst, int64_t n, const float* qw) {
-    auto* y = static_cast<BlockQ5_0*>(dst);
-    const float sigma2 = qw ? row_sigma2(x, n) : 0.0f;
-    for (int64_t ib = 0; ib < n / kQK; ++ib) {
-        const float* xb = x + ib * kQK;
-        uint8_t L[kQK];
-        float d = 0.0f;
-        if (qw)
-            d = impl_symmetric(xb, qw + ib * kQK, sigma2, 16, L);
-        else
-            ref_symmetric(xb, 16, &d, L);
-        store_f16(y[ib].d, d);
-        pack_5bit(L, y[ib].qs, y[ib].qh);
-    }
+    quantize_symmetric_rows(x, static_cast<BlockQ5_0*>(dst), n, qw, 16,
+                            [](const uint8_t* L, BlockQ5_0& b) { pack_5bit(L, b.qs, b.qh); });
 }
 
 void quantize_row_q4_1(const float* x, void* dst, int64_t n, const float* qw) {
-    auto* y = static_cast<BlockQ4_1*>(dst);
-    const float sigma2 = qw ? row_sigma2(x, n) : 0.0f;
-    for (int64_t ib = 0; ib < n / kQK; ++ib) {
-        const float* xb = x + ib * kQK;
-        uint8_t L[kQK];
-        float d = 0.0f;
-        float m = 0.0f;
-        if (qw)
-            d = impl_asymmetric(xb, qw + ib * kQK, sigma2, 15, &m, L);
-        else
-            ref_asymmetric(xb, 15, true, &d, &m, L);
-        store_f16(y[ib].d, d);
-        store_f16(y[ib].m, m);
-        pack_nibbles(L, y[ib].qs);
-    }
+    quantize_asymmetric_rows(x, static_cast<BlockQ4_1*>(dst), n, qw, 15, true,
+                             [](const uint8_t* L, BlockQ4_1& b) { pack_nibbles(L, b.qs); });
 }
 
 void quantize_row_q5_1(const float* x, void* dst, int64_t n, const float* qw) {
-    auto* y = static_cast<BlockQ5_1*>(dst);
-    const float sigma2 = qw ? row_sigma2(x, n) : 0.0f;
-    for (int64_t ib = 0; ib < n / kQK; ++ib) {
-        const float* xb = x + ib * kQK;
-        uint8_t L[kQK];
-        float d = 0.0f;
-        float m = 0.0f;
-        if (qw)
-            d = impl_asymmetric(xb, qw + ib * kQK, sigma2, 31, &m, L);
-        else
-            ref_asymmetric(xb, 31, false, &d, &m, L);
-        store_f16(y[ib].d, d);
-        store_f16(y[ib].m, m);
-        pack_5bit(L, y[ib].qs, y[ib].qh);
-    }
+    quantize_asymmetric_rows(x, static_cast<BlockQ5_1*>(dst), n, qw, 31, false,
+                             [](const uint8_t* L, BlockQ5_1& b) { pack_5bit(L, b.qs, b.qh); });
 }
 
 // Q8_0 ignores importance weights (as ggml does).

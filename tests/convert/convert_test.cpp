@@ -527,6 +527,12 @@ TEST(Convert, TensorTypeRulesAndFileTypeNames) {
     EXPECT_EQ(*file_type_from_name("BF16"), FileType::MOSTLY_BF16);
     EXPECT_EQ(*file_type_from_name("f32"), FileType::ALL_F32);
     EXPECT_FALSE(file_type_from_name("q4_k_m").has_value());
+    EXPECT_FALSE(file_type_from_name("q4_k").has_value());  // ftype's alias of q4_k_m
+    EXPECT_FALSE(file_type_from_name("15").has_value());    // the id of q4_k_m
+    EXPECT_EQ(*file_type_from_name("1"), FileType::MOSTLY_F16);
+    EXPECT_EQ(file_type_name(FileType::MOSTLY_BF16), "bf16");
+    EXPECT_EQ(default_tensor_type(FileType::MOSTLY_F16), GgmlType::F16);
+    EXPECT_THROW(default_tensor_type(FileType::MOSTLY_Q4_K_M), Error);
     EXPECT_EQ(supported_file_type_names(), (std::vector<std::string>{"f32", "f16", "bf16"}));
 }
 

@@ -570,9 +570,11 @@ ops::MoeMatmulParams cpu_moe_reference(ops::Backend& cpu, GgmlType t, const std:
 // The grouped integer GEMV: experts with one routed row (one activation row per
 // pass) and with many (eight per pass, two weight rows per warp), on the grid.
 TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
-    const int64_t E = 16, K = 4, H = 256, F = 37;
+    const int64_t E = 16, K = 4, F = 37;
     for (GgmlType t : kAllTypes) {
         if (!q8_gemv_type(t)) continue;
+        // 256: rows of one warp's units; 2816: rows split over three warps (decode).
+        for (const int64_t H : {256, 2816})
         for (int64_t T : {1, 3, 5, 40}) {
             const auto ids = random_routing(rng, T, K, 12);  // experts 12..15 stay idle
             const size_t n = ids.size();
@@ -590,7 +592,7 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
             float* dy = gpu->alloc_array<float>(ref.size());
             m.y = dy;
             gpu->moe_matmul(m);
-            EXPECT_LT(rel_err(host(dy, ref.size()), ref), 2e-6) << ggml_type_name(t) << " T=" << T;
+            EXPECT_LT(rel_err(host(dy, ref.size()), ref), 2e-6) << ggml_type_name(t) << " H=" << H << " T=" << T;
         }
     }
 }
@@ -600,44 +602,47 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
 // as in its own launch), with types that share a launch, a type of its own launch,
 // a type without the integer path, strided outputs, and the batched path.
 TEST_F(CudaOps, MatmulMultiEqualsSeparateMatmuls) {
-    const int64_t K = 512;
-    struct W {
-        GgmlType type;
-        int64_t n_out;
-        int64_t y_stride;
-    };
-    const std::vector<std::vector<W>> sets = {
-        {{GgmlType::Q4_K, 67, 0}, {GgmlType::Q4_K, 32, 40}, {GgmlType::Q6_K, 33, 0}},
-        {{GgmlType::Q8_0, 64, 0}, {GgmlType::F16, 48, 50}},
-        {{GgmlType::Q5_0, 9, 0}}};
-    for (const auto& set : sets) {
-        std::vector<ops::WeightView> dw;
-        for (const W& w : set) {
-            const auto [wq, row_bytes] = random_quantized(w.type, w.n_out, K, 0.05f);
-            dw.push_back({w.type, K, w.n_out, row_bytes, dev(wq)});
-        }
-        for (int64_t T : {1, 5, 16, 17}) {
-            float* x = dev(randn(static_cast<size_t>(T * K)));
-            ops::MultiMatmulParams m;
-            m.x = x;
-            m.n_tokens = T;
-            std::vector<float*> separate;
-            for (size_t i = 0; i < set.size(); ++i) {
-                const int64_t ys = set[i].y_stride ? set[i].y_stride : set[i].n_out;
-                const size_t n = static_cast<size_t>(T * ys);
-                separate.push_back(dev(std::vector<float>(n, 3.0f)));
-                gpu->matmul({dw[i], x, separate.back(), T, 0, set[i].y_stride});
-                m.w[m.n] = dw[i];
-                m.y[m.n] = dev(std::vector<float>(n, 3.0f));
-                m.y_stride[m.n] = set[i].y_stride;
-                ++m.n;
+    // 512: rows of one warp's units (four rows per block); 2816: a row split over
+    // three warps (one row per block, the decode case).
+    for (const int64_t K : {512, 2816}) {
+        struct W {
+            GgmlType type;
+            int64_t n_out;
+            int64_t y_stride;
+        };
+        const std::vector<std::vector<W>> sets = {
+            {{GgmlType::Q4_K, 67, 0}, {GgmlType::Q4_K, 32, 40}, {GgmlType::Q6_K, 33, 0}},
+            {{GgmlType::Q8_0, 64, 0}, {GgmlType::F16, 48, 50}},
+            {{GgmlType::Q5_0, 9, 0}}};
+        for (const auto& set : sets) {
+            std::vector<ops::WeightView> dw;
+            for (const W& w : set) {
+                const auto [wq, row_bytes] = random_quantized(w.type, w.n_out, K, 0.05f);
+                dw.push_back({w.type, K, w.n_out, row_bytes, dev(wq)});
             }
-            gpu->matmul_multi(m);
-            for (size_t i = 0; i < set.size(); ++i) {
-                const int64_t ys = set[i].y_stride ? set[i].y_stride : set[i].n_out;
-                const size_t n = static_cast<size_t>(T * ys);
-                EXPECT_EQ(host(m.y[i], n), host(separate[i], n))
-                    << "weight " << i << " (" << ggml_type_name(set[i].type) << ") T=" << T;
+            for (int64_t T : {1, 5, 16, 17}) {
+                float* x = dev(randn(static_cast<size_t>(T * K)));
+                ops::MultiMatmulParams m;
+                m.x = x;
+                m.n_tokens = T;
+                std::vector<float*> separate;
+                for (size_t i = 0; i < set.size(); ++i) {
+                    const int64_t ys = set[i].y_stride ? set[i].y_stride : set[i].n_out;
+                    const size_t n = static_cast<size_t>(T * ys);
+                    separate.push_back(dev(std::vector<float>(n, 3.0f)));
+                    gpu->matmul({dw[i], x, separate.back(), T, 0, set[i].y_stride});
+                    m.w[m.n] = dw[i];
+                    m.y[m.n] = dev(std::vector<float>(n, 3.0f));
+                    m.y_stride[m.n] = set[i].y_stride;
+                    ++m.n;
+                }
+                gpu->matmul_multi(m);
+                for (size_t i = 0; i < set.size(); ++i) {
+                    const int64_t ys = set[i].y_stride ? set[i].y_stride : set[i].n_out;
+                    const size_t n = static_cast<size_t>(T * ys);
+                    EXPECT_EQ(host(m.y[i], n), host(separate[i], n))
+                        << "weight " << i << " (" << ggml_type_name(set[i].type) << ") K=" << K << " T=" << T;
+                }
             }
         }
     }
