@@ -83,13 +83,7 @@ void q2_k_block_imatrix(const float* x, const float* qw, BlockQ2_K& y) {
     for (int j = 0; j < kQK_K; ++j) sumx2 += x[j] * x[j];
     const float sigma2 = sumx2 / static_cast<float>(kQK_K);
     for (int j = 0; j < 16; ++j) {
-        for (int l = 0; l < 16; ++l) {
-            const float v = x[16 * j + l];
-            weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + v * v);
-        }
-        float sumw = 0.0f;
-        for (int l = 0; l < 16; ++l) sumw += weight[l];
-        sw[j] = sumw;
+        sw[j] = importance_weights(x + 16 * j, qw + 16 * j, 16, sigma2, weight);
         scales[j] = make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], aux, -0.9f,
                                      0.05f, 36, false);
     }
@@ -179,13 +173,7 @@ void q3_k_block_imatrix(const float* x, const float* qw, BlockQ3_K& y) {
     for (int j = 0; j < kQK_K; ++j) sumx2 += x[j] * x[j];
     const float sigma2 = 2.0f * sumx2 / static_cast<float>(kQK_K);
     for (int j = 0; j < 16; ++j) {
-        for (int l = 0; l < 16; ++l) {
-            const float v = x[16 * j + l];
-            weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + v * v);
-        }
-        float sumw = 0.0f;
-        for (int l = 0; l < 16; ++l) sumw += weight[l];
-        sw[j] = sumw;
+        sw[j] = importance_weights(x + 16 * j, qw + 16 * j, 16, sigma2, weight);
         scales[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, 1, weight);
     }
     std::memset(y.scales, 0, sizeof(y.scales));

@@ -86,13 +86,7 @@ KScales k_search_imatrix(const float* x, const float* qw, int nmax, uint8_t* L) 
     for (int l = 0; l < kQK_K; ++l) sum_x2 += x[l] * x[l];
     const float sigma2 = 2.0f * sum_x2 / static_cast<float>(kQK_K);
     for (int j = 0; j < 8; ++j) {
-        for (int l = 0; l < 32; ++l) {
-            const float v = x[32 * j + l];
-            weights[l] = qw[32 * j + l] * std::sqrt(sigma2 + v * v);
-        }
-        float sumw = 0.0f;
-        for (int l = 0; l < 32; ++l) sumw += weights[l];
-        sw[j] = sumw;
+        sw[j] = importance_weights(x + 32 * j, qw + 32 * j, 32, sigma2, weights);
         scales[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], aux,
                                      -0.9f, 0.05f, 36, false);
     }
@@ -222,8 +216,13 @@ void quantize_row_q6_k(const float* x, void* dst, int64_t n, const float* qw) {
         q6_k_block(x + i * kQK_K, qw ? qw + i * kQK_K : nullptr, y[i]);
 }
 
-void dequantize_row_q4_k(const void* src, float* dst, int64_t n) {
-    const auto* x = static_cast<const BlockQ4_K*>(src);
+namespace {
+
+// Q4_K and Q5_K blocks: 8 sub-blocks of 32 values with 6-bit scales and mins; the
+// low 4 bits of value l of sub-block j in qs, fifth(block, l, j) its fifth bit
+// (always 0 for Q4_K) already shifted to bit 4.
+template <class Block, class Fifth>
+void dequantize_rows_k45(const Block* x, float* dst, int64_t n, Fifth fifth) {
     for (int64_t i = 0; i < n / kQK_K; ++i) {
         const float d = load_f16(x[i].d);
         const float min = load_f16(x[i].dmin);
@@ -236,32 +235,21 @@ void dequantize_row_q4_k(const void* src, float* dst, int64_t n) {
             const uint8_t* q = x[i].qs + 32 * (j / 2);
             const int shift = 4 * (j % 2);
             for (int l = 0; l < 32; ++l)
-                dst[32 * j + l] = d1 * static_cast<float>((q[l] >> shift) & 15) - m1;
+                dst[32 * j + l] = d1 * static_cast<float>(((q[l] >> shift) & 15) + fifth(x[i], l, j)) - m1;
         }
         dst += kQK_K;
     }
 }
 
+}  // namespace
+
+void dequantize_row_q4_k(const void* src, float* dst, int64_t n) {
+    dequantize_rows_k45(static_cast<const BlockQ4_K*>(src), dst, n, [](const BlockQ4_K&, int, int) { return 0; });
+}
+
 void dequantize_row_q5_k(const void* src, float* dst, int64_t n) {
-    const auto* x = static_cast<const BlockQ5_K*>(src);
-    for (int64_t i = 0; i < n / kQK_K; ++i) {
-        const float d = load_f16(x[i].d);
-        const float min = load_f16(x[i].dmin);
-        for (int j = 0; j < 8; ++j) {
-            int sc = 0;
-            int m = 0;
-            get_scale_min_k4(j, x[i].scales, &sc, &m);
-            const float d1 = d * static_cast<float>(sc);
-            const float m1 = min * static_cast<float>(m);
-            const uint8_t* q = x[i].qs + 32 * (j / 2);
-            const int shift = 4 * (j % 2);
-            for (int l = 0; l < 32; ++l) {
-                const int hi = ((x[i].qh[l] >> j) & 1) << 4;
-                dst[32 * j + l] = d1 * static_cast<float>(((q[l] >> shift) & 15) + hi) - m1;
-            }
-        }
-        dst += kQK_K;
-    }
+    dequantize_rows_k45(static_cast<const BlockQ5_K*>(src), dst, n,
+                        [](const BlockQ5_K& b, int l, int j) { return ((b.qh[l] >> j) & 1) << 4; });
 }
 
 void dequantize_row_q6_k(const void* src, float* dst, int64_t n) {

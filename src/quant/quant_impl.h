@@ -10,6 +10,7 @@
 // multiplication by a reciprocal or reorder a sum.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -161,6 +162,15 @@ inline int32_t trunc_to_i32(float v) {
 }
 
 // ggml's MAX(a, b) macro: unlike std::fmax it propagates a NaN in b.
+// ggml's importance weights of n values, qw · √(σ² + x²) each, into w; returns their
+// sum (the K-quants' per-sub-block weight of the scale search).
+inline float importance_weights(const float* x, const float* qw, int n, float sigma2, float* w) {
+    for (int l = 0; l < n; ++l) w[l] = qw[l] * std::sqrt(sigma2 + x[l] * x[l]);
+    float sum = 0.0f;
+    for (int l = 0; l < n; ++l) sum += w[l];
+    return sum;
+}
+
 inline float max_f(float a, float b) {
     return a > b ? a : b;
 }

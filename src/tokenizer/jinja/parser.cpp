@@ -367,29 +367,20 @@ class Parser {
         return n;
     }
 
-    NodePtr parse_or() {
-        NodePtr e = parse_and();
+    // operand (word operand)*, left-associative: "or" over "and" over "not".
+    NodePtr parse_chain(const char* word, NodeType type, NodePtr (Parser::*operand)()) {
+        NodePtr e = (this->*operand)();
         ChainGuard chain(*this);
-        while (is_name("or")) {
+        while (is_name(word)) {
             chain.link();
             const Token& at = cur();
             advance();
-            e = binary(NodeType::Or, std::move(e), parse_and(), at);
+            e = binary(type, std::move(e), (this->*operand)(), at);
         }
         return e;
     }
-
-    NodePtr parse_and() {
-        NodePtr e = parse_not();
-        ChainGuard chain(*this);
-        while (is_name("and")) {
-            chain.link();
-            const Token& at = cur();
-            advance();
-            e = binary(NodeType::And, std::move(e), parse_not(), at);
-        }
-        return e;
-    }
+    NodePtr parse_or() { return parse_chain("or", NodeType::Or, &Parser::parse_and); }
+    NodePtr parse_and() { return parse_chain("and", NodeType::And, &Parser::parse_not); }
 
     NodePtr parse_not() {
         if (is_name("not")) {
