@@ -430,7 +430,10 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLO
     int64_t r0 = 0, r1 = a.n_rows;
     const uint8_t* w = a.w;
     if (a.offsets != nullptr) {
-        const int e = active_expert<NT == 1 ? 1 : 4>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y));
+        // Four loads of offsets at once (one latency for 128 experts): the one-row
+        // variant with segments lacks the registers, but grouped launches have none.
+        constexpr int kLookup = NT == 1 && MULTI ? 1 : 4;
+        const int e = active_expert<kLookup>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y));
         if (e < 0) return;
         r0 = a.offsets[e];
         r1 = a.offsets[e + 1];
@@ -589,7 +592,9 @@ void launch_segments(Segments g, int64_t max_active_experts, Q8View xq, cudaStre
     const dim3 grid(total, static_cast<unsigned>(g.a[0].offsets ? max_active_experts : 1));
     HF2Q_ASSERT(grid.y <= 65535);
     dispatch_q8_type(g.a[0].type, [&]<GgmlType T>() {
-        if (single)
+        if (single && grouped)  // no segments: the registers go to a one-latency expert lookup
+            launch(gemv_q8_kernel<T, 1, 1, 1, false>, grid, kWarps * 32, 0, s, g, xq);
+        else if (single)
             launch(gemv_q8_kernel<T, 1, 1, 1, true>, grid, kWarps * 32, 0, s, g, xq);
         else if (grouped)
             launch(gemv_q8_kernel<T, 8, kGroupedRows, 1, false>, grid, kWarps * 32, 0, s, g, xq);

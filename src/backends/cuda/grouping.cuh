@@ -10,7 +10,8 @@ namespace hf2q::cuda {
 // routing information has to go through the host. kUnroll · 32 experts' offsets are
 // loaded at once (4: one memory latency for 128 experts instead of four in a row; a
 // block cannot start its weight loads before it knows its expert), at the price of
-// registers (kernels compiled for 40 registers keep 1). The y-th set bit is found
+// registers (the one-row GEMV with segment selection, compiled for 40 registers,
+// keeps 1). The y-th set bit is found
 // with __fns.
 template <int kUnroll = 1>
 __device__ __forceinline__ int active_expert(const int32_t* offsets, int64_t n_experts, int y) {
