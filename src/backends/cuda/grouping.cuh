@@ -11,8 +11,7 @@ namespace hf2q::cuda {
 // loaded at once (4: one memory latency for 128 experts instead of four in a row; a
 // block cannot start its weight loads before it knows its expert), at the price of
 // registers (the one-row GEMV with segment selection, compiled for 40 registers,
-// keeps 1). The y-th set bit is found
-// with __fns.
+// keeps 1). The y-th set bit is found with __fns.
 template <int kUnroll = 1>
 __device__ __forceinline__ int active_expert(const int32_t* offsets, int64_t n_experts, int y) {
     const int lane = threadIdx.x % 32;
