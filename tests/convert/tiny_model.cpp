@@ -213,19 +213,6 @@ std::vector<StEntry> tiny_tensors(const TinySpec& s) {
     return out;
 }
 
-TempDir::TempDir() {
-    static std::atomic<int> counter{0};
-    p_ = fs::temp_directory_path() /
-         ("hf2q_convert_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(p_);
-    fs::create_directories(p_);
-}
-
-TempDir::~TempDir() {
-    std::error_code ec;
-    fs::remove_all(p_, ec);
-}
-
 std::vector<StEntry> write_tiny_model(const fs::path& dir, const TinySpec& s) {
     write_text(dir / "config.json", tiny_config(s).dump(2));
     auto t = tiny_tensors(s);

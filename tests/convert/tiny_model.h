@@ -1,6 +1,7 @@
 // Builders for tiny Hugging Face Gemma 4 checkpoints written into a temp directory.
 #pragma once
 
+#include "support/temp_dir.h"
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -53,16 +54,6 @@ struct TinySpec {
 nlohmann::json tiny_config(const TinySpec& s);
 std::vector<StEntry> tiny_tensors(const TinySpec& s);
 
-// A fresh, empty temp directory removed by the destructor.
-class TempDir {
-  public:
-    TempDir();
-    ~TempDir();
-    const std::filesystem::path& path() const { return p_; }
-
-  private:
-    std::filesystem::path p_;
-};
 
 // Writes config.json and model.safetensors for `s` into dir; returns the entries.
 std::vector<StEntry> write_tiny_model(const std::filesystem::path& dir, const TinySpec& s);

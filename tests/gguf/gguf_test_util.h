@@ -1,6 +1,7 @@
 // Helpers for the GGUF tests: a byte builder for hand-made files and temp paths.
 #pragma once
 
+#include "support/temp_dir.h"
 #include <unistd.h>
 
 #include <cstdint>
@@ -54,28 +55,7 @@ public:
     }
 };
 
-// A unique path in the test temp folder; the folder is removed by the destructor.
-class TempDir {
-public:
-    TempDir() {
-        static int counter = 0;
-        path_ = std::filesystem::temp_directory_path() /
-                ("hf2q_gguf_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-        std::filesystem::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    std::string file(const std::string& name) const { return (path_ / name).string(); }
-    size_t n_entries() const {
-        return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(path_),
-                                                 std::filesystem::directory_iterator()));
-    }
-
-private:
-    std::filesystem::path path_;
-};
+using TempDir = hf2q::test::TempDir;
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
     std::ifstream f(path, std::ios::binary);

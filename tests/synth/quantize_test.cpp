@@ -49,16 +49,16 @@ QuantizeOptions qopts(const fs::path& in, const fs::path& out, FileType ft) {
 // Quantizing the F32 synthetic model gives byte for byte the file the synthesizer
 // writes for that ftype directly: same metadata order, tensor order and bytes.
 TEST(QuantizeFile, F32InputMatchesDirectSynth) {
-    TempDir d("hf2q_quantize_test_");
-    synth(d.path / "f32.gguf", FileType::ALL_F32);
-    synth(d.path / "direct.gguf", FileType::MOSTLY_Q4_0);
-    auto r = quantize_gguf(qopts(d.path / "f32.gguf", d.path / "q.gguf", FileType::MOSTLY_Q4_0));
+    TempDir d("quantize");
+    synth(d.path() / "f32.gguf", FileType::ALL_F32);
+    synth(d.path() / "direct.gguf", FileType::MOSTLY_Q4_0);
+    auto r = quantize_gguf(qopts(d.path() / "f32.gguf", d.path() / "q.gguf", FileType::MOSTLY_Q4_0));
     EXPECT_GT(r.n_requantized, 0u);
     EXPECT_LT(r.out_bytes, r.in_bytes);
-    const std::string q = read_all(d.path / "q.gguf"), direct = read_all(d.path / "direct.gguf");
+    const std::string q = read_all(d.path() / "q.gguf"), direct = read_all(d.path() / "direct.gguf");
     ASSERT_EQ(q.size(), direct.size());
     EXPECT_TRUE(q == direct);
-    auto f = gguf::File::open((d.path / "q.gguf").string());
+    auto f = gguf::File::open((d.path() / "q.gguf").string());
     EXPECT_EQ(f->metadata().back().key, "general.file_type");
     EXPECT_EQ(f->get_u32("general.file_type"), 2u);
     EXPECT_EQ(f->find_tensor("token_embd.weight")->type, GgmlType::Q6_K);
@@ -67,36 +67,36 @@ TEST(QuantizeFile, F32InputMatchesDirectSynth) {
 }
 
 TEST(QuantizeFile, Refusals) {
-    TempDir d("hf2q_quantize_test_");
-    synth(d.path / "f32.gguf", FileType::ALL_F32);
+    TempDir d("quantize");
+    synth(d.path() / "f32.gguf", FileType::ALL_F32);
     // Never the input, however it is spelled.
     EXPECT_THROW(
-        quantize_gguf(qopts(d.path / "f32.gguf", d.path / "f32.gguf", FileType::MOSTLY_Q8_0)),
+        quantize_gguf(qopts(d.path() / "f32.gguf", d.path() / "f32.gguf", FileType::MOSTLY_Q8_0)),
         Error);
     EXPECT_THROW(
-        quantize_gguf(qopts(d.path / "f32.gguf", d.path / "." / "f32.gguf", FileType::MOSTLY_Q8_0)),
+        quantize_gguf(qopts(d.path() / "f32.gguf", d.path() / "." / "f32.gguf", FileType::MOSTLY_Q8_0)),
         Error);
-    auto o = qopts(d.path / "f32.gguf", d.path / "q.gguf", FileType::MOSTLY_Q4_0);
+    auto o = qopts(d.path() / "f32.gguf", d.path() / "q.gguf", FileType::MOSTLY_Q4_0);
     quantize_gguf(o);
     EXPECT_THROW(quantize_gguf(o), Error);  // exists, no overwrite
 
     // Quantized input needs --allow-requantize.
-    auto rq = qopts(d.path / "q.gguf", d.path / "q8.gguf", FileType::MOSTLY_Q8_0);
+    auto rq = qopts(d.path() / "q.gguf", d.path() / "q8.gguf", FileType::MOSTLY_Q8_0);
     EXPECT_THROW(quantize_gguf(rq), Error);
-    EXPECT_FALSE(fs::exists(d.path / "q8.gguf"));
+    EXPECT_FALSE(fs::exists(d.path() / "q8.gguf"));
     rq.allow_requantize = true;
     quantize_gguf(rq);
-    auto f = gguf::File::open((d.path / "q8.gguf").string());
+    auto f = gguf::File::open((d.path() / "q8.gguf").string());
     EXPECT_EQ(f->find_tensor("blk.0.ffn_up.weight")->type, GgmlType::Q8_0);
     EXPECT_EQ(f->find_tensor("blk.0.attn_norm.weight")->type, GgmlType::F32);
     EXPECT_EQ(f->get_u32("general.file_type"), 7u);
 
     // Overrides reach the planner.
-    auto ov = qopts(d.path / "f32.gguf", d.path / "ov.gguf", FileType::MOSTLY_Q4_0);
+    auto ov = qopts(d.path() / "f32.gguf", d.path() / "ov.gguf", FileType::MOSTLY_Q4_0);
     ov.plan.tensor_types = {ftype::parse_type_override("ffn_up=q5_1")};
     ov.plan.output_tensor_type = GgmlType::Q8_0;
     quantize_gguf(ov);
-    auto g = gguf::File::open((d.path / "ov.gguf").string());
+    auto g = gguf::File::open((d.path() / "ov.gguf").string());
     EXPECT_EQ(g->find_tensor("blk.2.ffn_up.weight")->type, GgmlType::Q5_1);
     EXPECT_EQ(g->find_tensor("token_embd.weight")->type, GgmlType::Q8_0);
 }
@@ -132,9 +132,9 @@ std::vector<uint8_t> expect_rows(const gguf::TensorInfo& t, GgmlType type, int64
 }
 
 TEST(QuantizeFile, Imatrix) {
-    TempDir d("hf2q_quantize_test_");
-    synth(d.path / "f32.gguf", FileType::ALL_F32);
-    auto in = gguf::File::open((d.path / "f32.gguf").string());
+    TempDir d("quantize");
+    synth(d.path() / "f32.gguf", FileType::ALL_F32);
+    auto in = gguf::File::open((d.path() / "f32.gguf").string());
     const auto* q = in->find_tensor("blk.0.attn_q.weight");            // [256, 1024]
     const auto* e = in->find_tensor("blk.1.ffn_gate_up_exps.weight");  // [256, 256, 8]
     ASSERT_TRUE(q && e);
@@ -144,12 +144,12 @@ TEST(QuantizeFile, Imatrix) {
         ec[j] = j == 3 ? 0.0f : 2.0f;  // expert 3 never routed: all-ones weights
         for (int i = 0; i < 256; ++i) es[j * 256 + i] = float((i * (j + 1)) % 11 + 1);
     }
-    write_imatrix(d.path / "im.gguf",
+    write_imatrix(d.path() / "im.gguf",
                   {{"blk.0.attn_q.weight", {256, 1}}, {"blk.1.ffn_gate_up_exps.weight", {256, 8}}},
                   {qs, es}, {qc, ec});
 
-    auto o = qopts(d.path / "f32.gguf", d.path / "q.gguf", FileType::MOSTLY_Q4_0);
-    o.imatrix_path = (d.path / "im.gguf").string();
+    auto o = qopts(d.path() / "f32.gguf", d.path() / "q.gguf", FileType::MOSTLY_Q4_0);
+    o.imatrix_path = (d.path() / "im.gguf").string();
     quantize_gguf(o);
     auto f = gguf::File::open(o.output_path);
     EXPECT_EQ(f->get_string("quantize.imatrix.file"), o.imatrix_path);
@@ -177,12 +177,12 @@ TEST(QuantizeFile, Imatrix) {
     }
 
     // A size mismatch is an error.
-    write_imatrix(d.path / "bad.gguf", {{"blk.0.attn_q.weight", {128, 1}}},
+    write_imatrix(d.path() / "bad.gguf", {{"blk.0.attn_q.weight", {128, 1}}},
                   {std::vector<float>(128, 1.0f)}, {qc});
-    auto b = qopts(d.path / "f32.gguf", d.path / "b.gguf", FileType::MOSTLY_Q4_0);
-    b.imatrix_path = (d.path / "bad.gguf").string();
+    auto b = qopts(d.path() / "f32.gguf", d.path() / "b.gguf", FileType::MOSTLY_Q4_0);
+    b.imatrix_path = (d.path() / "bad.gguf").string();
     EXPECT_THROW(quantize_gguf(b), Error);
-    EXPECT_THROW(load_imatrix((d.path / "f32.gguf").string()), Error);  // not an imatrix
+    EXPECT_THROW(load_imatrix((d.path() / "f32.gguf").string()), Error);  // not an imatrix
 }
 
 }  // namespace

@@ -42,20 +42,20 @@ std::vector<std::vector<float>> run(const std::string& path) {
 }
 
 TEST(SynthFastEngine, LoadsAndDecodes) {
-    TempDir d("hf2q_synth_engine_test_");
+    TempDir d("synth_engine");
     for (bool fast : {false, true}) {
         SynthOptions o;
         o.preset = "tiny";
         o.ftype = ftype::FileType::MOSTLY_Q4_K_M;
         o.seed = 11;
-        o.output_path = (d.path / (fast ? "fast.gguf" : "normal.gguf")).string();
+        o.output_path = (d.path() / (fast ? "fast.gguf" : "normal.gguf")).string();
         o.threads = 2;
         o.progress = false;
         o.fast = fast;
         synth_model(o);
     }
-    const auto normal = run((d.path / "normal.gguf").string());
-    const auto fast = run((d.path / "fast.gguf").string());
+    const auto normal = run((d.path() / "normal.gguf").string());
+    const auto fast = run((d.path() / "fast.gguf").string());
     ASSERT_EQ(fast.size(), normal.size());
     for (size_t s = 0; s < fast.size(); ++s) {
         SCOPED_TRACE("step " + std::to_string(s));

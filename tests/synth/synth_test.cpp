@@ -247,8 +247,8 @@ SynthOptions tiny_options(const fs::path& out, uint64_t seed, int threads,
 }
 
 TEST(SynthWrite, TinyFileMatchesThePlanner) {
-    TempDir d("hf2q_synth_test_");
-    auto path = d.path / "tiny.gguf";
+    TempDir d("synth");
+    auto path = d.path() / "tiny.gguf";
     auto r = synth_model(tiny_options(path, 1, 2));
     auto f = gguf::File::open(path.string());
 
@@ -308,37 +308,37 @@ TEST(SynthWrite, TinyFileMatchesThePlanner) {
 
 TEST(SynthWrite, DeterministicPerSeedAndThreadCount) {
     // Q8_0 keeps this fast under sanitizers; the k-quant path is covered above.
-    TempDir d("hf2q_synth_test_");
+    TempDir d("synth");
     const auto q8 = ftype::FileType::MOSTLY_Q8_0;
-    synth_model(tiny_options(d.path / "a.gguf", 42, 1, q8));
-    synth_model(tiny_options(d.path / "b.gguf", 42, 3, q8));
-    synth_model(tiny_options(d.path / "c.gguf", 43, 2, q8));
-    const std::string a = read_all(d.path / "a.gguf"), b = read_all(d.path / "b.gguf"),
-                      c = read_all(d.path / "c.gguf");
+    synth_model(tiny_options(d.path() / "a.gguf", 42, 1, q8));
+    synth_model(tiny_options(d.path() / "b.gguf", 42, 3, q8));
+    synth_model(tiny_options(d.path() / "c.gguf", 43, 2, q8));
+    const std::string a = read_all(d.path() / "a.gguf"), b = read_all(d.path() / "b.gguf"),
+                      c = read_all(d.path() / "c.gguf");
     EXPECT_GT(a.size(), 1000000u);
     EXPECT_TRUE(a == b);
     ASSERT_EQ(a.size(), c.size());
     EXPECT_FALSE(a == c);
     // Refuses to overwrite unless asked.
-    EXPECT_THROW(synth_model(tiny_options(d.path / "a.gguf", 1, 1, q8)), Error);
-    auto o = tiny_options(d.path / "a.gguf", 43, 1, q8);
+    EXPECT_THROW(synth_model(tiny_options(d.path() / "a.gguf", 1, 1, q8)), Error);
+    auto o = tiny_options(d.path() / "a.gguf", 43, 1, q8);
     o.overwrite = true;
     synth_model(o);
-    EXPECT_TRUE(read_all(d.path / "a.gguf") == c);
+    EXPECT_TRUE(read_all(d.path() / "a.gguf") == c);
 }
 
 // --fast: the same file layout (metadata, tensor names, shapes, types, offsets) as
 // the normal path; F32 and small tensors byte for byte; every row of a pooled tensor
 // is one of the normal tensor's first kFastPoolRows rows, and the rows vary.
 TEST(SynthFast, SameLayoutAndPooledRows) {
-    TempDir d("hf2q_synth_test_");
-    synth_model(tiny_options(d.path / "normal.gguf", 3, 2));
-    auto o = tiny_options(d.path / "fast.gguf", 3, 2);
+    TempDir d("synth");
+    synth_model(tiny_options(d.path() / "normal.gguf", 3, 2));
+    auto o = tiny_options(d.path() / "fast.gguf", 3, 2);
     o.fast = true;
     auto r = synth_model(o);
-    auto normal = gguf::File::open((d.path / "normal.gguf").string());
-    auto fast = gguf::File::open((d.path / "fast.gguf").string());
-    EXPECT_EQ(fs::file_size(d.path / "normal.gguf"), fs::file_size(d.path / "fast.gguf"));
+    auto normal = gguf::File::open((d.path() / "normal.gguf").string());
+    auto fast = gguf::File::open((d.path() / "fast.gguf").string());
+    EXPECT_EQ(fs::file_size(d.path() / "normal.gguf"), fs::file_size(d.path() / "fast.gguf"));
     ASSERT_EQ(fast->metadata().size(), normal->metadata().size());
     for (size_t i = 0; i < normal->metadata().size(); ++i) {
         EXPECT_EQ(fast->metadata()[i].key, normal->metadata()[i].key);
@@ -388,12 +388,12 @@ TEST(SynthFast, SameLayoutAndPooledRows) {
 }
 
 TEST(SynthFast, DeterministicPerSeedAndThreadCount) {
-    TempDir d("hf2q_synth_test_");
+    TempDir d("synth");
     auto fast = [&](const char* name, uint64_t seed, int threads) {
-        auto o = tiny_options(d.path / name, seed, threads);
+        auto o = tiny_options(d.path() / name, seed, threads);
         o.fast = true;
         synth_model(o);
-        return read_all(d.path / name);
+        return read_all(d.path() / name);
     };
     const std::string a = fast("a.gguf", 42, 1), b = fast("b.gguf", 42, 3), c = fast("c.gguf", 43, 2);
     EXPECT_GT(a.size(), 1000000u);
@@ -404,8 +404,8 @@ TEST(SynthFast, DeterministicPerSeedAndThreadCount) {
 
 TEST(SynthWrite, VocabFromCopiesTokenizer) {
     if (!fs::exists(vocab_path())) GTEST_SKIP() << "test data not found: " << vocab_path();
-    TempDir d("hf2q_synth_test_");
-    auto o = tiny_options(d.path / "v.gguf", 5, 2);
+    TempDir d("synth");
+    auto o = tiny_options(d.path() / "v.gguf", 5, 2);
     o.ftype = ftype::FileType::MOSTLY_F16;  // keeps the 262144-row embedding fast to write
     o.vocab_from = vocab_path();
     synth_model(o);

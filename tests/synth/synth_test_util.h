@@ -2,6 +2,7 @@
 // and whole-file reads for byte comparisons.
 #pragma once
 
+#include "support/temp_dir.h"
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -13,16 +14,7 @@
 
 namespace hf2q::synth_test {
 
-struct TempDir {
-    std::filesystem::path path;
-    explicit TempDir(const std::string& prefix) {
-        path = std::filesystem::temp_directory_path() /
-               (prefix + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        std::filesystem::create_directories(path);
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-};
+using hf2q::test::TempDir;
 
 inline std::string read_all(const std::filesystem::path& p) {
     std::ifstream f(p, std::ios::binary);

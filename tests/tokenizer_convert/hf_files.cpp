@@ -12,20 +12,6 @@ namespace hf2q::test {
 
 namespace fs = std::filesystem;
 
-TokTempDir::TokTempDir(std::string_view tag) {
-    static std::atomic<int> counter{0};
-    path_ =
-        fs::temp_directory_path() / ("hf2q_tokconv_" + std::string(tag) + "_" +
-                                     std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-}
-
-TokTempDir::~TokTempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-}
-
 std::string json_quote(std::string_view s) {
     std::string r;
     r.reserve(s.size() + 2);

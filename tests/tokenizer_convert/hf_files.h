@@ -2,6 +2,7 @@
 // tiny HF tokenizer directory builder.
 #pragma once
 
+#include "support/temp_dir.h"
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -12,17 +13,6 @@
 namespace hf2q::test {
 
 // A fresh, empty temp directory removed by the destructor.
-class TokTempDir {
-  public:
-    explicit TokTempDir(std::string_view tag);
-    ~TokTempDir();
-    TokTempDir(const TokTempDir&) = delete;
-    TokTempDir& operator=(const TokTempDir&) = delete;
-    const std::filesystem::path& path() const { return path_; }
-
-  private:
-    std::filesystem::path path_;
-};
 
 // `s` as a JSON string literal (quotes included; control characters escaped, other
 // bytes verbatim).

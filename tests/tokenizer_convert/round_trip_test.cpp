@@ -129,7 +129,7 @@ void check_reference_types(const gguf::File& ref) {
 // One merges form at full size (the pair form current HF files use); the string form is
 // covered by the small tests in tokenizer_json_test.cpp.
 struct Fixture {
-    TokTempDir dir{"roundtrip"};
+    TempDir dir{"roundtrip"};
     std::unique_ptr<gguf::File> out;
     double convert_s = 0;
 };

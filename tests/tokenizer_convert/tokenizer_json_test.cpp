@@ -32,7 +32,7 @@ const char* kConfig =
     R"("pad_token":"<pad>","sot_token":"<|turn>","soc_token":"<|channel>"})";
 
 struct Dir {
-    TokTempDir tmp{"unit"};
+    TempDir tmp{"unit"};
     explicit Dir(const TinyTokenizer& t, const char* config = kConfig) {
         write_text(tmp.path() / "tokenizer.json", t.to_json());
         if (config) write_text(tmp.path() / "tokenizer_config.json", config);
@@ -159,7 +159,7 @@ TEST(TokenizerJson, ChatTemplateSources) {
 }
 
 TEST(TokenizerJson, NoTokenizerJsonAddsNothing) {
-    TokTempDir tmp("none");
+    TempDir tmp("none");
     gguf::Writer w;
     std::string logged;
     EXPECT_FALSE(convert::add_tokenizer_metadata(w, tmp.path().string(),
