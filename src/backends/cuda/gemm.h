@@ -45,12 +45,21 @@ void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, 
 // the workspace and multiplied with one grouped cuBLAS call per group.
 void gemm_bf16_grouped(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
 
+// What host offsets say about a grouped product: experts with rows, and the token
+// tiles of 32 and of 128 rows they need. One pass over the offsets, shared by the
+// dispatch (moe.cu) and the tile launch.
+struct ExpertLoad {
+    int64_t active = 0, tiles32 = 0, tiles128 = 0;
+};
+ExpertLoad expert_load(const int32_t* host_offsets, int64_t n_experts);
+
 // The same product with the weight tiles decoded in shared memory (gemm_grouped.cu):
 // no expanded copy of the experts, one launch for all of them. True when it ran;
 // false for weight types or shapes it does not cover (the caller then takes another
-// path). p.host_offsets, when given, size the launch exactly; without them it is
-// sized by a bound and reads only device memory (graph capture).
-bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaStream_t s);
+// path). With p.host_offsets, `load` (their expert_load) sizes the launch exactly;
+// without them (load null) it is sized by a bound and reads only device memory
+// (graph capture).
+bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, GemmWorkspace& ws, cudaStream_t s);
 
 // Reference precision: W expanded to f32 in row chunks, cuBLAS SGEMM (FP32 units).
 void gemm_f32(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);

@@ -353,7 +353,19 @@ void launch_tiles(const TileArgs& a, GgmlType type, unsigned m_tiles, unsigned n
 
 }  // namespace
 
-bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaStream_t s) {
+ExpertLoad expert_load(const int32_t* host_offsets, int64_t n_experts) {
+    ExpertLoad l;
+    for (int64_t e = 0; e < n_experts; ++e) {
+        const int64_t c = host_offsets[e + 1] - host_offsets[e];
+        if (c <= 0) continue;
+        ++l.active;
+        l.tiles32 += (c + 31) / 32;
+        l.tiles128 += (c + 127) / 128;
+    }
+    return l;
+}
+
+bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, GemmWorkspace& ws, cudaStream_t s) {
     const int64_t n_in = p.w.n_in, n_out = p.w.n_out;
     if (!tile_type(p.w.type) || n_in <= 0 || n_in % 8 != 0 || p.n_rows <= 0 || n_out <= 0) return false;
     // TilePiece<Q4_K> loads the 16-byte header of every block as one uint4.
@@ -369,18 +381,11 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cudaSt
     int64_t n_tiles = p.n_rows / 32 + std::min(p.n_experts, p.n_rows);
     bool wide = false;
     if (p.host_offsets != nullptr) {
-        int64_t active = 0, tiles32 = 0, tiles128 = 0;
-        for (int64_t e = 0; e < p.n_experts; ++e) {
-            const int64_t c = p.host_offsets[e + 1] - p.host_offsets[e];
-            if (c <= 0) continue;
-            ++active;
-            tiles32 += (c + 31) / 32;
-            tiles128 += (c + 127) / 128;
-        }
-        if (active == 0) return true;
-        wide = p.n_rows >= 96 * active;
+        HF2Q_ASSERT(load != nullptr);
+        if (load->active == 0) return true;
+        wide = p.n_rows >= 96 * load->active;
         if (wide && !kWideTiles) return false;
-        n_tiles = wide ? tiles128 : tiles32;
+        n_tiles = wide ? load->tiles128 : load->tiles32;
     }
     const int64_t m_tiles = (n_out + kBM - 1) / kBM;
     if (n_tiles > 65535 || m_tiles > 2147483647) return false;

@@ -50,9 +50,6 @@ __device__ __forceinline__ uint4 ld_weights16(const uint8_t* p) {
     return r;
 }
 
-// 16 bytes at a 2-byte aligned address (rows of 34-, 22- and 18-byte blocks), without
-// the branches that diverge when a warp's lanes sit at different alignments.
-__device__ __forceinline__ uint4 ld_weights16_a2(const uint8_t* p) { return load16_a2(p); }
 
 __device__ __forceinline__ int4 ld_x16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
 __device__ __forceinline__ int2 ld_x8(const int8_t* p) { return *reinterpret_cast<const int2*>(p); }
@@ -272,7 +269,7 @@ struct Unit<GgmlType::Q5_0> : BlockUnit {
         d = f16(blk);
         const uint32_t qh = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(blk + 2)) |
                             (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(blk + 4)) << 16);
-        const uint4 q = ld_weights16_a2(blk + 6);
+        const uint4 q = load16_a2(blk + 6);
         const uint4 l = nibbles_lo(q), h = nibbles_hi(q);
         lo = sub_bytes(make_uint4(l.x | bit4_of_bytes(qh), l.y | bit4_of_bytes(qh >> 4), l.z | bit4_of_bytes(qh >> 8),
                                   l.w | bit4_of_bytes(qh >> 12)),
@@ -290,7 +287,7 @@ struct Unit<GgmlType::Q4_0> : BlockUnit {
         b = u;
         const uint8_t* blk = row + b * 18;
         d = f16(blk);
-        const uint4 q = ld_weights16_a2(blk + 2);
+        const uint4 q = load16_a2(blk + 2);
         lo = sub_bytes(nibbles_lo(q), 0x08080808u);
         hi = sub_bytes(nibbles_hi(q), 0x08080808u);
     }

@@ -124,22 +124,17 @@ void launch_moe_combine(const ops::MoeCombineParams& p, cudaStream_t s) {
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
-// True when the host offsets show fewer than 8 routed rows per active expert: then
-// the grouped GEMV (which reads each expert's weights once for all its rows) beats
-// the tile GEMM (H200, 26B-A4B gate_up Q4_K, 4 rows per expert: 249 µs against 606).
-static bool few_rows_per_expert(const ops::MoeMatmulParams& p) {
-    if (p.host_offsets == nullptr) return false;
-    int64_t active = 0;
-    for (int64_t e = 0; e < p.n_experts; ++e) active += p.host_offsets[e + 1] > p.host_offsets[e] ? 1 : 0;
-    return p.n_rows < 8 * active;
-}
-
 void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_rows <= 0 || p.w.n_out <= 0) return;
+    const ExpertLoad load = p.host_offsets ? expert_load(p.host_offsets, p.n_experts) : ExpertLoad{};
+    // Host offsets showing fewer than 8 routed rows per active expert: the grouped GEMV
+    // (which reads each expert's weights once for all its rows) beats the tile GEMM
+    // (H200, 26B-A4B gate_up Q4_K, 4 rows per expert: 249 µs against 606).
+    const bool few_rows_per_expert = p.host_offsets != nullptr && p.n_rows < 8 * load.active;
     if (env.precision == MatmulPrecision::bf16 && (p.host_offsets != nullptr || p.n_rows >= kTileMinRows) &&
-        !few_rows_per_expert(p)) {
+        !few_rows_per_expert) {
         ensure_activations(env, p.n_rows * p.w.n_in);
-        if (gemm_grouped_tiles(p, *env.ws, s)) return;
+        if (gemm_grouped_tiles(p, p.host_offsets ? &load : nullptr, *env.ws, s)) return;
         if (p.host_offsets != nullptr) {
             gemm_bf16_grouped(p, *env.ws, env.cublas, s);
             return;
