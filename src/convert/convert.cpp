@@ -1,7 +1,6 @@
 #include "convert/convert.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <filesystem>

@@ -161,7 +161,6 @@ inline int32_t trunc_to_i32(float v) {
     return INT32_MIN;
 }
 
-// ggml's MAX(a, b) macro: unlike std::fmax it propagates a NaN in b.
 // ggml's importance weights of n values, qw · √(σ² + x²) each, into w; returns their
 // sum (the K-quants' per-sub-block weight of the scale search).
 inline float importance_weights(const float* x, const float* qw, int n, float sigma2, float* w) {
@@ -171,6 +170,7 @@ inline float importance_weights(const float* x, const float* qw, int n, float si
     return sum;
 }
 
+// ggml's MAX(a, b) macro: unlike std::fmax it propagates a NaN in b.
 inline float max_f(float a, float b) {
     return a > b ? a : b;
 }

@@ -573,7 +573,7 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
     const int64_t E = 16, K = 4, F = 37;
     for (GgmlType t : kAllTypes) {
         if (!q8_gemv_type(t)) continue;
-        // 256: rows of one warp's units; 2816: rows split over three warps (decode).
+        // 256: one pass of a warp's lanes per row; 2816: the decode width (three passes).
         for (const int64_t H : {256, 2816})
         for (int64_t T : {1, 3, 5, 40}) {
             const auto ids = random_routing(rng, T, K, 12);  // experts 12..15 stay idle
@@ -602,8 +602,7 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
 // as in its own launch), with types that share a launch, a type of its own launch,
 // a type without the integer path, strided outputs, and the batched path.
 TEST_F(CudaOps, MatmulMultiEqualsSeparateMatmuls) {
-    // 512: rows of one warp's units (four rows per block); 2816: a row split over
-    // three warps (one row per block, the decode case).
+    // 512: one pass of a warp's lanes per row; 2816: the decode width (three passes).
     for (const int64_t K : {512, 2816}) {
         struct W {
             GgmlType type;

@@ -50,7 +50,6 @@ __device__ __forceinline__ uint4 ld_weights16(const uint8_t* p) {
     return r;
 }
 
-
 __device__ __forceinline__ int4 ld_x16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
 __device__ __forceinline__ int2 ld_x8(const int8_t* p) { return *reinterpret_cast<const int2*>(p); }
 
