@@ -838,14 +838,57 @@ float bf16_round(float x) {
     return x;
 }
 
+// A row of Q4_K, Q5_0 or Q8_0 weights as the register-decoding grouped GEMM
+// (gemm_grouped_reg.cu) forms them: the scales (d·sc and dmin·m, or d) rounded to
+// BF16 first, then q·scale (− min) rounded to BF16 once (BF16x2 fma / mul).
+std::vector<float> reg_decoded_row(GgmlType t, const uint8_t* row, int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    auto f16 = [](const uint8_t* p) { return quant::fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); };
+    auto fma_bf16 = [](double q, float s, float m) { return bf16_round(static_cast<float>(q * s - m)); };
+    if (t == GgmlType::Q4_K) {
+        for (int64_t b = 0; b < n / 256; ++b) {
+            const uint8_t* blk = row + b * 144;
+            const uint8_t* sc = blk + 4;
+            for (int j = 0; j < 8; ++j) {
+                const int s = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
+                const int m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+                const float d1 = bf16_round(f16(blk) * static_cast<float>(s));
+                const float m1 = bf16_round(f16(blk + 2) * static_cast<float>(m));
+                for (int i = 0; i < 32; ++i) {
+                    const int q = (blk[16 + 32 * (j / 2) + i] >> (4 * (j % 2))) & 15;
+                    v[static_cast<size_t>(b * 256 + 32 * j + i)] = fma_bf16(q, d1, m1);
+                }
+            }
+        }
+    } else {
+        const bool q5 = t == GgmlType::Q5_0;
+        for (int64_t b = 0; b < n / 32; ++b) {
+            const uint8_t* blk = row + b * (q5 ? 22 : 34);
+            const float d = bf16_round(f16(blk));
+            for (int i = 0; i < 32; ++i) {
+                int q;
+                if (q5) {
+                    const uint32_t qh = blk[2] | (blk[3] << 8) | (blk[4] << 16) | (static_cast<uint32_t>(blk[5]) << 24);
+                    q = (((blk[6 + i % 16] >> (4 * (i / 16))) & 15) | (((qh >> i) & 1) << 4)) - 16;
+                } else {
+                    q = static_cast<int8_t>(blk[2 + i]);
+                }
+                v[static_cast<size_t>(b * 32 + i)] = fma_bf16(q, d, 0.0f);
+            }
+        }
+    }
+    return v;
+}
+
 // The prefill MoE product (host offsets given, default precision) on the grouped
 // tile kernel (gemm_grouped.cu): every type it decodes, reductions with and without
 // a partial 64-value stage, outputs around the 128-row tile, experts with 0, 1,
 // 31-33 and 65 rows (the tile kernel) and 127-129 and 300 (about 137 per expert:
 // the expansion + cuBLAS path, held to the same bound), gathered activation
 // rows with repeats, and a padded output stride. Its operands are the weights and
-// activations rounded to BF16 with f32 sums, so the reference is the CPU product of
-// exactly those rounded values: 1e-4 leaves room only for the order of the sums,
+// activations rounded to BF16 with f32 sums (the Q4_K, Q5_0 and Q8_0 rows of the
+// register decoder as that decoder rounds them), so the reference is the CPU
+// product of exactly those rounded values: 1e-4 leaves room only for the order of the sums,
 // while a misplaced value, scale, tile or row shows as an O(1) error. The padding
 // columns must keep their sentinel.
 TEST_F(CudaOps, GroupedTileGemmMatchesBf16Reference) {
@@ -871,10 +914,20 @@ TEST_F(CudaOps, GroupedTileGemmMatchesBf16Reference) {
                     auto x = randn(static_cast<size_t>(T * H));
 
                     // The reference: the same weights and activations rounded to BF16, as F32.
+                    // Q4_K, Q5_0 and Q8_0 rows of whole 64-value stages take the register
+                    // decoder and its rounding (reg_decoded_row).
+                    const bool reg = (t == GgmlType::Q4_K || t == GgmlType::Q5_0 || t == GgmlType::Q8_0) && H % 64 == 0;
                     std::vector<float> wr(static_cast<size_t>(E * F * H));
-                    for (int64_t r = 0; r < E * F; ++r)
-                        quant::dequantize_row(t, wq.data() + static_cast<size_t>(r) * row_bytes, wr.data() + r * H, H);
-                    for (auto& v : wr) v = bf16_round(v);
+                    for (int64_t r = 0; r < E * F; ++r) {
+                        const uint8_t* src = wq.data() + static_cast<size_t>(r) * row_bytes;
+                        if (reg) {
+                            const auto row = reg_decoded_row(t, src, H);
+                            std::copy(row.begin(), row.end(), wr.begin() + r * H);
+                        } else {
+                            quant::dequantize_row(t, src, wr.data() + r * H, H);
+                            for (int64_t i = 0; i < H; ++i) wr[static_cast<size_t>(r * H + i)] = bf16_round(wr[static_cast<size_t>(r * H + i)]);
+                        }
+                    }
                     std::vector<float> xr = x;
                     for (auto& v : xr) v = bf16_round(v);
                     std::vector<uint8_t> wr_bytes(wr.size() * sizeof(float));

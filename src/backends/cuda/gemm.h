@@ -32,9 +32,11 @@ struct GemmWorkspace {
 constexpr int kMaxGroup = 128;
 
 // out[r] = bf16(x[rows ? rows[r] : r]) for r < n_rows, rows of n values (stride xs),
-// into ws.x (which must hold n_rows·n values).
+// into ws.x (which must hold n_rows·n values). perm16 (n % 16 == 0) stores every 16
+// values with the even ones first, then the odd ones: the order the register-
+// decoding grouped GEMM's fragments take them in (gemm_grouped_reg.cu).
 void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n, GemmWorkspace& ws,
-             cudaStream_t s);
+             cudaStream_t s, bool perm16 = false);
 
 // y = x · Wᵀ for a batch: W expanded to BF16 in row chunks that fit the workspace,
 // x converted to BF16 once, cuBLAS BF16 GEMM with f32 accumulation and f32 output.

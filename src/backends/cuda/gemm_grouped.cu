@@ -26,10 +26,13 @@
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/gemm_grouped.cuh"
 #include "backends/cuda/mma.cuh"
 
 namespace hf2q::cuda {
 namespace {
+
+using namespace grouped;
 
 // 128-token tiles for experts with 96+ rows (else expansion + cuBLAS). A compile
 // definition so the two paths can be measured against each other.
@@ -38,12 +41,6 @@ namespace {
 #endif
 constexpr bool kWideTiles = HF2Q_GROUPED_WIDE_TILES != 0;
 
-constexpr int kBM = 128;      // weight rows per tile
-constexpr int kBK = 64;       // reduction values per stage
-constexpr int kLd = kBK + 8;  // shared row stride in BF16 values: rows 144 bytes apart, so
-                              // the 8 row addresses of an ldmatrix phase hit distinct banks
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
 constexpr int kPieces = kBK / 8;                    // 8-value pieces per tile row and stage
 constexpr int kAPieces = kBM * kPieces / kThreads;  // weight pieces per thread and stage
 static_assert(kBM * kPieces % kThreads == 0, "every thread decodes the same number of pieces");
@@ -57,50 +54,6 @@ struct Tiling {
     static constexpr int kStage = (kBM + BN) * kLd;  // BF16 values of one stage (A, then B)
     static constexpr size_t kSmem = 2 * static_cast<size_t>(kStage) * sizeof(__nv_bfloat16);
 };
-
-struct TileArgs {
-    const uint8_t* w;  // expert 0, row 0
-    uint64_t row_bytes, expert_bytes;
-    int64_t n_in, n_out;
-    const __nv_bfloat16* x;   // [n_rows][n_in] BF16, rows grouped by expert
-    const int32_t* offsets;   // [n_experts + 1], device
-    int64_t n_experts;
-    float* y;                 // [n_rows][ys]
-    int64_t ys;
-};
-
-// The y-th non-empty token tile over all experts: expert e owns ceil(rows(e) / BN)
-// tiles in expert order. Called by a whole warp (warp-uniform result); false when
-// y is past the last tile.
-template <int BN>
-__device__ bool find_tile(const int32_t* offsets, int64_t n_experts, int y, int& expert, int& r0, int& r1) {
-    const int lane = threadIdx.x % 32;
-    int seen = 0;
-    for (int64_t e0 = 0; e0 < n_experts; e0 += 32) {
-        const int64_t e = e0 + lane;
-        const int lo = e < n_experts ? offsets[e] : 0, hi = e < n_experts ? offsets[e + 1] : 0;
-        const int tiles = (hi - lo + BN - 1) / BN;
-        int incl = tiles;  // inclusive prefix sum over the lanes
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const int v = __shfl_up_sync(0xffffffffu, incl, d);
-            if (lane >= d) incl += v;
-        }
-        const int total = __shfl_sync(0xffffffffu, incl, 31);
-        if (y < seen + total) {
-            const int rel = y - seen;
-            const int owner = __ffs(__ballot_sync(0xffffffffu, incl > rel)) - 1;
-            const int first = __shfl_sync(0xffffffffu, incl - tiles, owner);
-            const int olo = __shfl_sync(0xffffffffu, lo, owner), ohi = __shfl_sync(0xffffffffu, hi, owner);
-            expert = static_cast<int>(e0) + owner;
-            r0 = olo + (rel - first) * BN;
-            r1 = min(ohi, r0 + BN);
-            return true;
-        }
-        seen += total;
-    }
-    return false;
-}
 
 // The pieces the tile decodes: dq8's fetch/decode split (dequant.cuh), except for
 // Q4_K and Q5_0, the expert types of Q4_K_M files, and Q8_0 (Q4_K here), where the generic decode cost about 200
@@ -391,7 +344,9 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, G
     if (n_tiles > 65535 || m_tiles > 2147483647) return false;
 
     const int64_t xs = p.x_stride ? p.x_stride : n_in;
-    to_bf16(p.x, xs, p.x_rows, p.n_rows, n_in, ws, s);
+    const bool in_registers = reg_tiles_cover(p.w.type, p.w.data, p.w.row_bytes, p.expert_bytes, n_in) &&
+                              xs % 4 == 0 && aligned16(p.x);  // to_bf16's perm16 reads float4s
+    to_bf16(p.x, xs, p.x_rows, p.n_rows, n_in, ws, s, in_registers);
     TileArgs a;
     a.w = static_cast<const uint8_t*>(p.w.data);
     a.row_bytes = p.w.row_bytes;
@@ -404,7 +359,9 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, G
     a.y = p.y;
     a.ys = p.y_stride ? p.y_stride : n_out;
     const auto mt = static_cast<unsigned>(m_tiles), nt = static_cast<unsigned>(n_tiles);
-    if (wide)
+    if (in_registers)
+        launch_reg_tiles(a, p.w.type, mt, nt, wide, s);
+    else if (wide)
         launch_tiles<128>(a, p.w.type, mt, nt, s);
     else
         launch_tiles<32>(a, p.w.type, mt, nt, s);

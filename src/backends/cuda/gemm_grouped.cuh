@@ -1,0 +1,78 @@
+// What the two grouped expert GEMM kernels share (gemm.h: gemm_grouped_tiles):
+// the tile shape along the outputs and the reduction, the launch arguments, and
+// the search for a block's (expert, token tile). gemm_grouped.cu decodes weight
+// tiles into shared memory for every tile type; gemm_grouped_reg.cu decodes the
+// Q4_K_M expert types (Q4_K, Q5_0, Q8_0) in registers. Internal to the CUDA backend.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/ggml_type.h"
+
+namespace hf2q::cuda::grouped {
+
+constexpr int kBM = 128;      // weight rows per tile
+constexpr int kBK = 64;       // reduction values per stage
+constexpr int kLd = kBK + 8;  // shared row stride in BF16 values: rows 144 bytes apart, so
+                              // the 8 row addresses of an ldmatrix phase hit distinct banks
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+struct TileArgs {
+    const uint8_t* w;  // expert 0, row 0
+    uint64_t row_bytes, expert_bytes;
+    int64_t n_in, n_out;
+    const __nv_bfloat16* x;   // [n_rows][n_in] BF16, rows grouped by expert
+    const int32_t* offsets;   // [n_experts + 1], device
+    int64_t n_experts;
+    float* y;                 // [n_rows][ys]
+    int64_t ys;
+};
+
+// The y-th non-empty token tile over all experts: expert e owns ceil(rows(e) / BN)
+// tiles in expert order. Called by a whole warp (warp-uniform result); false when
+// y is past the last tile.
+template <int BN>
+__device__ bool find_tile(const int32_t* offsets, int64_t n_experts, int y, int& expert, int& r0, int& r1) {
+    const int lane = threadIdx.x % 32;
+    int seen = 0;
+    for (int64_t e0 = 0; e0 < n_experts; e0 += 32) {
+        const int64_t e = e0 + lane;
+        const int lo = e < n_experts ? offsets[e] : 0, hi = e < n_experts ? offsets[e + 1] : 0;
+        const int tiles = (hi - lo + BN - 1) / BN;
+        int incl = tiles;  // inclusive prefix sum over the lanes
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, incl, d);
+            if (lane >= d) incl += v;
+        }
+        const int total = __shfl_sync(0xffffffffu, incl, 31);
+        if (y < seen + total) {
+            const int rel = y - seen;
+            const int owner = __ffs(__ballot_sync(0xffffffffu, incl > rel)) - 1;
+            const int first = __shfl_sync(0xffffffffu, incl - tiles, owner);
+            const int olo = __shfl_sync(0xffffffffu, lo, owner), ohi = __shfl_sync(0xffffffffu, hi, owner);
+            expert = static_cast<int>(e0) + owner;
+            r0 = olo + (rel - first) * BN;
+            r1 = min(ohi, r0 + BN);
+            return true;
+        }
+        seen += total;
+    }
+    return false;
+}
+
+// The register-decoding kernel (gemm_grouped_reg.cu) for a weight type, or false
+// when it does not cover the type or the layout: Q4_K, Q5_0 and Q8_0 with
+// n_in % 64 == 0, 16-byte aligned Q4_K rows, 4-byte aligned Q5_0/Q8_0 rows. Its
+// activations are permuted (to_bf16's perm16); the others' are not.
+bool reg_tiles_cover(GgmlType type, const void* w, uint64_t row_bytes, uint64_t expert_bytes, int64_t n_in);
+
+// Launches it over m_tiles × n_tiles blocks of kBM outputs × (wide ? 128 : 32)
+// tokens.
+void launch_reg_tiles(const TileArgs& a, GgmlType type, unsigned m_tiles, unsigned n_tiles, bool wide,
+                      cudaStream_t s);
+
+}  // namespace hf2q::cuda::grouped
