@@ -51,6 +51,8 @@ struct MoeMatmulParams {
     const int32_t* host_offsets = nullptr;  // the same on the host, or nullptr (a device
                                             // backend then keeps the work on the device)
     const int32_t* x_rows = nullptr;        // optional gather of x rows
+    int64_t x_n_rows = 0;                   // with x_rows: the rows of x they index (every
+                                            // x_rows[r] < x_n_rows), or 0 when not known
     const float* x = nullptr;
     int64_t x_stride = 0;          // 0 means n_in
     float* y = nullptr;            // [n_rows][y_stride]

@@ -943,6 +943,7 @@ TEST_F(CudaOps, GroupedTileGemmMatchesBf16Reference) {
                     m.offsets = dev(off);
                     m.host_offsets = off.data();
                     m.x_rows = dev(rows);
+                    m.x_n_rows = T;  // the register kernels then gather the rows themselves
                     m.x = dev(x);
                     m.n_rows = static_cast<int64_t>(n);
                     m.y_stride = ys;
@@ -1157,6 +1158,7 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
             m.n_experts = E;
             m.offsets = doff;
             m.x_rows = drows;
+            m.x_n_rows = sh.n_in == 2816 ? T : 0;  // as the model passes them (gate_up gathers)
             m.x = dev(randn(static_cast<size_t>(T * H)));
             m.y = gpu->alloc_array<float>(n * F2);
             m.n_rows = static_cast<int64_t>(n);

@@ -346,7 +346,14 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, G
     const int64_t xs = p.x_stride ? p.x_stride : n_in;
     const bool in_registers = reg_tiles_cover(p.w.type, p.w.data, p.w.row_bytes, p.expert_bytes, n_in) &&
                               xs % 4 == 0 && aligned16(p.x);  // to_bf16's perm16 reads float4s
-    to_bf16(p.x, xs, p.x_rows, p.n_rows, n_in, ws, s, in_registers);
+    // The register kernels gather rows themselves: with x_rows over fewer rows than
+    // the product has (gate_up: each token's row serves its k experts), only those
+    // rows are converted, once each.
+    const bool gather = in_registers && p.x_rows != nullptr && p.x_n_rows > 0 && p.x_n_rows < p.n_rows;
+    if (gather)
+        to_bf16(p.x, xs, nullptr, p.x_n_rows, n_in, ws, s, true);
+    else
+        to_bf16(p.x, xs, p.x_rows, p.n_rows, n_in, ws, s, in_registers);
     TileArgs a;
     a.w = static_cast<const uint8_t*>(p.w.data);
     a.row_bytes = p.w.row_bytes;
@@ -354,6 +361,7 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, G
     a.n_in = n_in;
     a.n_out = n_out;
     a.x = ws.x;
+    a.x_rows = gather ? p.x_rows : nullptr;
     a.offsets = p.offsets;
     a.n_experts = p.n_experts;
     a.y = p.y;

@@ -24,7 +24,9 @@ struct TileArgs {
     const uint8_t* w;  // expert 0, row 0
     uint64_t row_bytes, expert_bytes;
     int64_t n_in, n_out;
-    const __nv_bfloat16* x;   // [n_rows][n_in] BF16, rows grouped by expert
+    const __nv_bfloat16* x;   // [n_rows][n_in] BF16, rows grouped by expert, or with
+                              // x_rows the ungathered rows (register kernels only)
+    const int32_t* x_rows;    // row r of the product reads x row x_rows[r], or null: r
     const int32_t* offsets;   // [n_experts + 1], device
     int64_t n_experts;
     float* y;                 // [n_rows][ys]

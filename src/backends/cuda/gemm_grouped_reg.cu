@@ -28,9 +28,13 @@
 // first, then the odd ones (to_bf16's perm16). The product is unchanged (the same
 // permutation on both sides of a dot product).
 //
-// The tile is the other kernel's: kBM = 128 outputs × BN tokens (32 or 128) × 64
-// values per stage, 8 warps (4 along the outputs, 2 along the tokens), mma.sync
-// m16n8k16 BF16 with f32 accumulators.
+// Two kernels share the decoders. 128-token tiles (prefill, experts with 96+ rows)
+// run on Hopper's wgmma (grouped_wgmma_gemm_kernel, sm_90a builds); 32-token tiles
+// (and 128-token ones elsewhere) on mma.sync m16n8k16 (grouped_reg_gemm_kernel).
+// Both use the other kernel's tile: kBM = 128 outputs × BN tokens × 64 values per
+// stage, 8 warps, f32 accumulators. With TileArgs::x_rows they gather the
+// activation rows themselves, so gate_up converts each token's row once instead of
+// once per expert it is routed to (gemm_grouped_tiles).
 #include <cuda_bf16.h>
 
 #include "backends/cuda/common.cuh"
@@ -42,6 +46,7 @@ namespace hf2q::cuda::grouped {
 namespace {
 
 constexpr int kStages = 4;
+
 constexpr int kMT = 2;                 // m16 tiles per warp (32 output rows)
 constexpr int kRows = 2 * kMT;         // output rows per thread: g + 8·i
 constexpr uint32_t kMagic = 0x43004300u;  // BF16 128.0 in both halves
@@ -109,24 +114,25 @@ __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t a
 // 128 + the nibbles at bits 0-3 and 16-19 of w, as a BF16 pair.
 __device__ __forceinline__ __nv_bfloat162 nibble_pair(uint32_t w) { return as_bf2(and_or(w, 0x000F000Fu, kMagic)); }
 
-// One thread's view of a stage: the scales of its kRows rows (BF16 pairs: .x for
-// steps 0-1, .y for steps 2-3), loaded once per stage; the quantized words of a
-// k16 step (words), loaded per step so that only one step's words occupy
-// registers; and the A fragment value pair p (0: values k, k + 2; 1: k + 1,
-// k + 3) of row i (frag). Rows are r0 + 8·i of the stage's shared slot sa.
-template <GgmlType T>
+// One thread's view of a stage: the scales of its R rows (BF16 pairs: .x for steps
+// 0-1, .y for steps 2-3), loaded once per stage; the quantized words of a k16 step
+// (words), loaded per step so that only one step's words occupy registers; and the
+// A fragment value pair p (0: values k, k + 2; 1: k + 1, k + 3) of row i (frag).
+// Rows are r0 + 8·i of the stage's shared slot sa; R is 4 in the mma.sync kernel
+// (two m16 tiles), 2 in the wgmma one (one warp's 16 rows).
+template <GgmlType T, int R>
 struct Rows;
 
 // Q4_K: d1 = d·sc and m1 = dmin·m of the stage's two sub-blocks; value d1·q − m1.
 // Step s reads the nibble bytes 16·(s % 2) + 4·t4 .. + 3: low nibbles for s < 2
 // (sub-block 2c), high ones for s ≥ 2 (sub-block 2c + 1).
-template <>
-struct Rows<GgmlType::Q4_K> {
+template <int R>
+struct Rows<GgmlType::Q4_K, R> {
     static constexpr int S = Stage<GgmlType::Q4_K>::kStride;
-    uint32_t sc[kRows], mn[kRows];
+    uint32_t sc[R], mn[R];
 
     __device__ void scales(const uint8_t* sa, int r0, int t4, int c, int lane) {
-        const uint4 h = *reinterpret_cast<const uint4*>(sa + (r0 + 8 * t4) * S);  // this lane's row
+        const uint4 h = *reinterpret_cast<const uint4*>(sa + (r0 + 8 * (t4 % R)) * S);  // this lane's row
         float d1[2], m1[2];
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
@@ -139,16 +145,16 @@ struct Rows<GgmlType::Q4_K> {
         }
         const uint32_t s2 = pack_bf16(d1[0], d1[1]), m2 = pack_bf16(-m1[0], -m1[1]);
 #pragma unroll
-        for (int i = 0; i < kRows; ++i) {
+        for (int i = 0; i < R; ++i) {
             sc[i] = __shfl_sync(0xffffffffu, s2, (lane & ~3) | i);
             mn[i] = __shfl_sync(0xffffffffu, m2, (lane & ~3) | i);
         }
     }
-    __device__ static void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[kRows][2]) {
+    __device__ static void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) {
 #pragma unroll
-        for (int i = 0; i < kRows; ++i) w[i][0] = lds32(sa + (r0 + 8 * i) * S + 16 + 16 * (step & 1) + 4 * t4);
+        for (int i = 0; i < R; ++i) w[i][0] = lds32(sa + (r0 + 8 * i) * S + 16 + 16 * (step & 1) + 4 * t4);
     }
-    __device__ uint32_t frag(const uint32_t (&w)[kRows][2], int i, int step, int p) const {
+    __device__ uint32_t frag(const uint32_t (&w)[R][2], int i, int step, int p) const {
         const uint32_t q = w[i][0] >> (4 * (step >> 1) + 8 * p);
         const __nv_bfloat162 v = __hsub2(nibble_pair(q), as_bf2(kMagic));
         const __nv_bfloat162 d = step < 2 ? __low2bfloat162(as_bf2(sc[i])) : __high2bfloat162(as_bf2(sc[i]));
@@ -159,27 +165,27 @@ struct Rows<GgmlType::Q4_K> {
 
 // d of the stage's two blocks (at byte 0 and byte `second`) of this lane's row as a
 // BF16 pair, shuffled to the quad: Q5_0 and Q8_0.
-template <int S>
+template <int S, int R>
 __device__ __forceinline__ void block_scales(const uint8_t* sa, int r0, int t4, int lane, int second,
-                                             uint32_t (&d)[kRows]) {
-    const uint8_t* mine = sa + (r0 + 8 * t4) * S;
+                                             uint32_t (&d)[R]) {
+    const uint8_t* mine = sa + (r0 + 8 * (t4 % R)) * S;
     const uint32_t dd = pack_bf16(half_bits(lds32(mine)), half_bits(lds32(mine + second - 2) >> 16));
 #pragma unroll
-    for (int i = 0; i < kRows; ++i) d[i] = __shfl_sync(0xffffffffu, dd, (lane & ~3) | i);
+    for (int i = 0; i < R; ++i) d[i] = __shfl_sync(0xffffffffu, dd, (lane & ~3) | i);
 }
 
 // Q5_0: blocks of 22 bytes (d, qh, 16 nibble bytes); value d·(q − 16) with bit 4 of
 // q from qh. Block 0 of the stage sits at offset 0 (its qh and qs 2 bytes off a
 // word), block 1 at 22 (word aligned from qh on). Step s reads block s / 2: qs
 // bytes 4·t4 .. + 3 (low nibbles for even s, high for odd) and qh >> 4·t4.
-template <>
-struct Rows<GgmlType::Q5_0> {
+template <int R>
+struct Rows<GgmlType::Q5_0, R> {
     static constexpr int S = Stage<GgmlType::Q5_0>::kStride;
-    uint32_t d[kRows];
-    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane) { block_scales<S>(sa, r0, t4, lane, 22, d); }
-    __device__ static void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[kRows][2]) {
+    uint32_t d[R];
+    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane) { block_scales<S, R>(sa, r0, t4, lane, 22, d); }
+    __device__ static void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) {
 #pragma unroll
-        for (int i = 0; i < kRows; ++i) {
+        for (int i = 0; i < R; ++i) {
             const uint8_t* row = sa + (r0 + 8 * i) * S;
             w[i][0] = step < 2 ? lds32_a2(row + 6 + 4 * t4) : lds32(row + 28 + 4 * t4);
             w[i][1] = (step < 2 ? lds32_a2(row + 2) : lds32(row + 24)) >> (4 * t4);
@@ -188,7 +194,7 @@ struct Rows<GgmlType::Q5_0> {
     // The four high bits of the step (qh bits 0-3 or 16-19 after the shift) go to
     // bit 4 of each BF16 mantissa: hb · 0x4001 puts bit i at i and i + 14, so bits 0
     // and 2 (pair 0) land on 4 and 20 after << 4, bits 1 and 3 (pair 1) after << 3.
-    __device__ uint32_t frag(const uint32_t (&w)[kRows][2], int i, int step, int p) const {
+    __device__ uint32_t frag(const uint32_t (&w)[R][2], int i, int step, int p) const {
         const int hi = step & 1;
         const uint32_t n = w[i][0] >> (4 * hi + 8 * p);
         const uint32_t y = ((w[i][1] >> (16 * hi)) & 15u) * 0x4001u;
@@ -202,21 +208,21 @@ struct Rows<GgmlType::Q5_0> {
 // Q8_0: blocks of 34 bytes (d, 32 signed bytes); value d·q. Block 0 at offset 0
 // (its bytes 2 off a word), block 1 at 34 (bytes word aligned). Step s reads bytes
 // 16·(s % 2) + 4·t4 .. + 3 of block s / 2.
-template <>
-struct Rows<GgmlType::Q8_0> {
+template <int R>
+struct Rows<GgmlType::Q8_0, R> {
     static constexpr int S = Stage<GgmlType::Q8_0>::kStride;
-    uint32_t d[kRows];
-    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane) { block_scales<S>(sa, r0, t4, lane, 34, d); }
-    __device__ static void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[kRows][2]) {
+    uint32_t d[R];
+    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane) { block_scales<S, R>(sa, r0, t4, lane, 34, d); }
+    __device__ static void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) {
 #pragma unroll
-        for (int i = 0; i < kRows; ++i) {
+        for (int i = 0; i < R; ++i) {
             const uint8_t* b = sa + (r0 + 8 * i) * S + 16 * (step & 1) + 4 * t4;
             w[i][0] = step < 2 ? lds32_a2(b + 2) : lds32(b + 36);
         }
     }
     // Signed bytes p and p + 2 of the word as exact floats (2^23 + (q + 128)),
     // packed to BF16 (exact: |q| ≤ 128), times d.
-    __device__ uint32_t frag(const uint32_t (&w)[kRows][2], int i, int step, int p) const {
+    __device__ uint32_t frag(const uint32_t (&w)[R][2], int i, int step, int p) const {
         const uint32_t u = w[i][0] ^ 0x80808080u;
         const float lo = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7440u | p)) - 8388736.0f;
         const float hi = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7442u | p)) - 8388736.0f;
@@ -228,6 +234,20 @@ struct Rows<GgmlType::Q8_0> {
 __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
+
+// The activation rows one thread copies: tile rows b_n + Step·j, j < J, as element
+// offsets into a.x (x_rows gathers them when given), or −1 past the tile's rows.
+template <int J, int Step = kThreads / 8>
+struct XRows {
+    int64_t off[J];
+    __device__ XRows(const TileArgs& a, int r0, int r1, int b_n) {
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            const int r = r0 + b_n + j * Step;
+            off[j] = r < r1 ? static_cast<int64_t>(a.x_rows ? a.x_rows[r] : r) * a.n_in : -1;
+        }
+    }
+};
 
 template <GgmlType T, int BN>
 __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs a) {
@@ -253,8 +273,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
     const int a_row = tid / 2, a_first = (tid % 2) * kHalf, a_count = tid % 2 ? St::kPieces - kHalf : kHalf;
     const uint8_t* const a_src = wexp + static_cast<uint64_t>(min(m0 + a_row, a.n_out - 1)) * a.row_bytes;
     const int b_n = tid / 8, b_c = (tid % 8) * 8;
-    const __nv_bfloat16* const b_src = a.x + (r0 + b_n) * a.n_in + b_c;
-    const int64_t b_step = (kThreads / 8) * a.n_in;  // the next row this thread copies
+    const XRows<BN / (kThreads / 8)> xr(a, r0, r1, b_n);
     auto issue = [&](int64_t s) {
         unsigned char* const slot = smem_raw + (s % kStages) * G::template kStageBytes<T>;
         const int64_t k0 = s * kBK;
@@ -273,8 +292,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
 #pragma unroll
         for (int j = 0; j < BN / (kThreads / 8); ++j) {
             const int n = b_n + j * (kThreads / 8);
-            const bool ok = r0 + n < r1;
-            cp_async16(sb + n * kLd + b_c, ok ? b_src + j * b_step + k0 : a.x, ok ? 16 : 0);
+            const bool ok = xr.off[j] >= 0;
+            cp_async16(sb + n * kLd + b_c, ok ? a.x + xr.off[j] + k0 + b_c : a.x, ok ? 16 : 0);
         }
     };
 
@@ -305,12 +324,12 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
 
         const unsigned char* const slot = smem_raw + (s % kStages) * G::template kStageBytes<T>;
         const __nv_bfloat16* const sb = reinterpret_cast<const __nv_bfloat16*>(slot + G::template kABytes<T>);
-        Rows<T> rw;
+        Rows<T, kRows> rw;
         rw.scales(slot, row0, t4, static_cast<int>((s * kBK >> 6) & 3), lane);
 #pragma unroll
         for (int step = 0; step < kBK / 16; ++step) {
             uint32_t words[kRows][2];
-            Rows<T>::words(slot, row0, t4, step, words);
+            Rows<T, kRows>::words(slot, row0, t4, step, words);
             uint32_t af[kMT][4];
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
@@ -345,6 +364,141 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
             }
 }
 
+// The same product on Hopper's warpgroup MMA, for 128-token tiles (prefill): each
+// of the two warpgroups owns 64 of the tile's 128 output rows and all 128 tokens,
+// one wgmma m64n128k16 per k16 step, so the activations go from shared memory to
+// the tensor cores without ldmatrix, each warp decodes only its own 16 rows (the
+// mma.sync kernel decodes every row twice, once per token half), and the
+// decoding of step k + 1 runs while step k multiplies. The activations are stored
+// in the 128-byte swizzle the descriptor names (mma.cuh: smem_desc_sw128).
+//
+// Groups and slots: one wgmma group per step, A fragments double-buffered. Before
+// a step's decode overwrites its buffer, wait<1> retires every group but the last
+// (the one two steps back used this buffer). So by step 1 of stage s every group
+// of stage s − 1 has retired, and after the barrier of stage s + 1 no warpgroup
+// still reads slot (s − 1) % kStages: the ring looks kStages − 2 stages ahead.
+template <GgmlType T>
+__global__ void __launch_bounds__(kThreads, 2) grouped_wgmma_gemm_kernel(TileArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    pdl_begin();
+    constexpr int BN = 128;
+    using St = Stage<T>;
+    constexpr int kBBytes = BN * kBK * 2;  // 128-byte rows
+    constexpr int kABytes = kBM * St::kStride;
+    constexpr int kStageBytes = kBBytes + kABytes;
+    static_assert(kStageBytes % 1024 == 0, "every stage's B tile starts 1,024-byte aligned");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+
+    int expert = 0, r0 = 0, r1 = 0;
+    if (!find_tile<BN>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y), expert, r0, r1)) return;  // whole block
+    const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBM;
+    const uint8_t* const wexp = a.w + static_cast<uint64_t>(expert) * a.expert_bytes;
+    const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+    const int g = lane / 4, t4 = lane % 4;
+    const int row0 = 16 * warp + g;  // rows row0 and row0 + 8 (warp w of warpgroup w / 4: rows 16·w ..)
+
+    constexpr int kHalf = (St::kPieces + 1) / 2;
+    const int a_row = tid / 2, a_first = (tid % 2) * kHalf, a_count = tid % 2 ? St::kPieces - kHalf : kHalf;
+    const uint8_t* const a_src = wexp + static_cast<uint64_t>(min(m0 + a_row, a.n_out - 1)) * a.row_bytes;
+    const int b_n = tid / 8, b_c = tid % 8;
+    const XRows<BN / (kThreads / 8), kThreads / 8> xr(a, r0, r1, b_n);
+    auto issue = [&](int64_t s) {
+        unsigned char* const slot = smem + (s % kStages) * kStageBytes;
+        const int64_t k0 = s * kBK;
+#pragma unroll
+        for (int j = 0; j < kHalf; ++j) {
+            if (j < a_count) {
+                const int p = a_first + j;
+                unsigned char* const dst = slot + kBBytes + a_row * St::kStride + p * St::kPieceBytes;
+                if constexpr (St::kPieceBytes == 16)
+                    cp_async16(dst, St::piece(a_src, k0, p), 16);
+                else
+                    cp_async4(dst, St::piece(a_src, k0, p));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < BN / (kThreads / 8); ++j) {
+            const int n = b_n + j * (kThreads / 8);
+            const bool ok = xr.off[j] >= 0;
+            cp_async16(slot + n * 128 + ((b_c ^ (n & 7)) << 4), ok ? a.x + xr.off[j] + k0 + 8 * b_c : a.x,
+                       ok ? 16 : 0);
+        }
+    };
+
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    uint32_t af[2][4];
+
+    const int64_t n_stages = a.n_in / kBK;
+#pragma unroll
+    for (int s = 0; s < kStages - 2; ++s) {
+        if (s < n_stages) issue(s);
+        cp_async_commit();
+    }
+    for (int64_t s = 0; s < n_stages; ++s) {
+        cp_async_wait<kStages - 3>();
+        __syncthreads();  // stage s landed; every warpgroup is done with slot (s − 2) % kStages
+        if (s + kStages - 2 < n_stages) issue(s + kStages - 2);
+        cp_async_commit();
+
+        const unsigned char* const slot = smem + (s % kStages) * kStageBytes;
+        Rows<T, 2> rw;
+        rw.scales(slot + kBBytes, row0, t4, static_cast<int>((s * kBK >> 6) & 3), lane);
+#pragma unroll
+        for (int step = 0; step < kBK / 16; ++step) {
+            uint32_t words[2][2];
+            Rows<T, 2>::words(slot + kBBytes, row0, t4, step, words);
+            uint32_t(&f)[4] = af[step % 2];
+            wgmma_wait<1>();
+            f[0] = rw.frag(words, 0, step, 0);
+            f[1] = rw.frag(words, 1, step, 0);
+            f[2] = rw.frag(words, 0, step, 1);
+            f[3] = rw.frag(words, 1, step, 1);
+            wgmma_fence();
+            wgmma_m64n128k16_bf16(acc, f, smem_desc_sw128(slot + 32 * step));
+            wgmma_commit();
+        }
+    }
+    wgmma_wait<0>();
+    fence_operands(acc);
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int64_t m = m0 + row0 + 8 * (j / 2);
+            const int64_t r = r0 + 8 * i + 2 * t4 + (j % 2);
+            if (m < a.n_out && r < r1) a.y[r * a.ys + m] = acc[4 * i + j];
+        }
+#else
+    (void)a;
+    __trap();
+#endif
+}
+
+template <GgmlType T>
+constexpr size_t wgmma_smem() {
+    return static_cast<size_t>(kStages) * (128 * kBK * 2 + kBM * Stage<T>::kStride) + 1024;  // + alignment slack
+}
+
+// Whether this device runs the wgmma kernel: an sm_90a build on a 9.x device.
+bool use_wgmma() {
+#if HF2Q_WGMMA
+    static const bool yes = [] {
+        int dev = 0, major = 0;
+        HF2Q_CUDA_CHECK(cudaGetDevice(&dev));
+        HF2Q_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        return major == 9;
+    }();
+    return yes;
+#else
+    return false;
+#endif
+}
+
 template <GgmlType T, int BN>
 void launch_typed(const TileArgs& a, unsigned m_tiles, unsigned n_tiles, cudaStream_t s) {
     constexpr size_t smem = RegTiling<BN>::template kSmem<T>;
@@ -354,7 +508,11 @@ void launch_typed(const TileArgs& a, unsigned m_tiles, unsigned n_tiles, cudaStr
 
 template <GgmlType T>
 void launch_type(const TileArgs& a, unsigned m_tiles, unsigned n_tiles, bool wide, cudaStream_t s) {
-    if (wide)
+    if (wide && use_wgmma()) {
+        constexpr size_t smem = wgmma_smem<T>();
+        allow_smem<grouped_wgmma_gemm_kernel<T>>(smem);
+        launch(grouped_wgmma_gemm_kernel<T>, dim3(m_tiles, n_tiles), kThreads, smem, s, a);
+    } else if (wide)
         launch_typed<T, 128>(a, m_tiles, n_tiles, s);
     else
         launch_typed<T, 32>(a, m_tiles, n_tiles, s);

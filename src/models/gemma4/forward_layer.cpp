@@ -279,6 +279,7 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
         m.offsets = moe_offsets_;
         m.host_offsets = host_offsets;
         m.x_rows = x_rows;
+        m.x_n_rows = x_rows ? T : 0;
         m.x = x;
         m.y = y;
         m.y_stride = ys;
