@@ -253,19 +253,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
         }
     }
 
-    // Accumulator (mt, nt): c0, c1 at output row g, tokens 2·t4 and + 1; c2, c3 at row
-    // g + 8.
-    const int g = lane / 4, t4 = lane % 4;
-#pragma unroll
-    for (int mt = 0; mt < G::MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < G::NT; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int64_t m = m0 + wm * (kBM / G::WM) + 16 * mt + g + 8 * (j / 2);
-                const int64_t r = r0 + wn * (BN / G::WN) + 8 * nt + 2 * t4 + (j % 2);
-                if (m < a.n_out && r < r1) a.y[r * a.ys + m] = acc[mt][nt][j];
-            }
+    store_tiles(a, acc, m0 + wm * (kBM / G::WM), r0 + wn * (BN / G::WN), r1);
 }
 
 // The weight types with a tile decoder here: the block formats of the common

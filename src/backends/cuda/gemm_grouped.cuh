@@ -66,6 +66,26 @@ __device__ bool find_tile(const int32_t* offsets, int64_t n_experts, int y, int&
     return false;
 }
 
+// Stores a warp's f32 accumulators of MT × NT m16n8 tiles: value j of tile (mt, nt)
+// belongs to output m_base + 16·mt + g + 8·(j / 2) of routed row r_base + 8·nt +
+// 2·t4 + j % 2 (g = lane / 4, t4 = lane % 4); outputs past n_out and rows past r1
+// are not written.
+template <int MT, int NT>
+__device__ __forceinline__ void store_tiles(const TileArgs& a, const float (&acc)[MT][NT][4], int64_t m_base,
+                                            int64_t r_base, int r1) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int64_t m = m_base + 16 * mt + g + 8 * (j / 2);
+                const int64_t r = r_base + 8 * nt + 2 * t4 + (j % 2);
+                if (m < a.n_out && r < r1) a.y[r * a.ys + m] = acc[mt][nt][j];
+            }
+}
+
 // The register-decoding kernel (gemm_grouped_reg.cu) for a weight type, or false
 // when it does not cover the type or the layout: Q4_K, Q5_0 and Q8_0 with
 // n_in % 64 == 0, 16-byte aligned Q4_K rows, 4-byte aligned Q5_0/Q8_0 rows. Its

@@ -351,17 +351,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
         }
     }
     cp_async_wait<0>();  // no copy may be left in flight when the block exits
-
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < G::NT; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int64_t m = m0 + wm * (kBM / G::WM) + 16 * mt + g + 8 * (j / 2);
-                const int64_t r = r0 + wn * (BN / G::WN) + 8 * nt + 2 * t4 + (j % 2);
-                if (m < a.n_out && r < r1) a.y[r * a.ys + m] = acc[mt][nt][j];
-            }
+    store_tiles(a, acc, m0 + wm * (kBM / G::WM), r0 + wn * (BN / G::WN), r1);
 }
 
 // The same product on Hopper's warpgroup MMA, for 128-token tiles (prefill): each
@@ -464,15 +454,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_wgmma_gemm_kernel(TileArg
     wgmma_wait<0>();
     fence_operands(acc);
     cp_async_wait<0>();
-
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int64_t m = m0 + row0 + 8 * (j / 2);
-            const int64_t r = r0 + 8 * i + 2 * t4 + (j % 2);
-            if (m < a.n_out && r < r1) a.y[r * a.ys + m] = acc[4 * i + j];
-        }
+    // The m64n128 accumulators of a warp are the C fragments of one m16 × 16 n8 tiles.
+    store_tiles(a, reinterpret_cast<const float(&)[1][16][4]>(acc), m0 + 16 * warp, r0, r1);
 #else
     (void)a;
     __trap();
