@@ -45,10 +45,6 @@ float row_sigma2(const float* x, int64_t n) {
     return sum_x2 / static_cast<float>(n);
 }
 
-void imatrix_weights(const float* x, const float* qw, float sigma2, float* w) {
-    for (int j = 0; j < kQK; ++j) w[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
-}
-
 void pack_nibbles(const uint8_t* L, uint8_t* qs) {
     for (int j = 0; j < kQK / 2; ++j)
         qs[j] = static_cast<uint8_t>((L[j] & 15) | ((L[j + 16] & 15) << 4));
@@ -103,7 +99,7 @@ void ref_asymmetric(const float* x, int nmax, bool clamp, float* d_out, float* m
 float impl_symmetric(const float* x, const float* qw, float sigma2, int nmax, uint8_t* L) {
     float w[kQK];
     int8_t l8[kQK];
-    imatrix_weights(x, qw, sigma2, w);
+    importance_weights(x, qw, kQK, sigma2, w);  // (their sum is not needed here)
     const float d = make_qx_quants(kQK, nmax, x, l8, 1, w);
     for (int j = 0; j < kQK; ++j) L[j] = static_cast<uint8_t>(l8[j]);
     return d;
@@ -114,7 +110,7 @@ float impl_asymmetric(const float* x, const float* qw, float sigma2, int nmax, f
                       uint8_t* L) {
     float w[kQK];
     uint8_t aux[kQK];
-    imatrix_weights(x, qw, sigma2, w);
+    importance_weights(x, qw, kQK, sigma2, w);  // (their sum is not needed here)
     float the_min = 0.0f;
     const float d = make_qkx3_quants(kQK, nmax, x, w, L, &the_min, aux, -0.9f, 0.05f, 36, false);
     *m = -the_min;
