@@ -65,23 +65,6 @@ __global__ void expand_kernel(const uint8_t* w, uint64_t row_bytes, uint64_t exp
 
 // out[r] = bf16(x[src(r)]), src(r) = rows ? rows[r] : r; 8 values per thread when
 // the rows allow 16-byte accesses (by8), else one.
-// perm16: whole 16-value groups, the 8 even values stored first, then the 8 odd.
-__global__ void to_bf16_perm16_kernel(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n,
-                                      __nv_bfloat16* out) {
-    pdl_begin();
-    const int64_t per_row = n / 16, total = n_rows * per_row;
-    for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
-         idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const int64_t r = idx / per_row, c = idx % per_row;
-        const float4* src = reinterpret_cast<const float4*>(x + (rows ? static_cast<int64_t>(rows[r]) : r) * xs) + 4 * c;
-        const float4 a = src[0], b = src[1], d = src[2], e = src[3];
-        const float even[8] = {a.x, a.z, b.x, b.z, d.x, d.z, e.x, e.z};
-        const float odd[8] = {a.y, a.w, b.y, b.w, d.y, d.w, e.y, e.w};
-        store8(out + r * n + 16 * c, even);
-        store8(out + r * n + 16 * c + 8, odd);
-    }
-}
-
 __global__ void to_bf16_kernel(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n,
                                bool by8, __nv_bfloat16* out) {
     pdl_begin();
@@ -99,6 +82,23 @@ __global__ void to_bf16_kernel(const float* x, int64_t xs, const int32_t* rows, 
         } else {
             out[r * n + c] = __float2bfloat16_rn(src[c]);
         }
+    }
+}
+
+// perm16: whole 16-value groups, the 8 even values stored first, then the 8 odd.
+__global__ void to_bf16_perm16_kernel(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n,
+                                      __nv_bfloat16* out) {
+    pdl_begin();
+    const int64_t per_row = n / 16, total = n_rows * per_row;
+    for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+         idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r = idx / per_row, c = idx % per_row;
+        const float4* src = reinterpret_cast<const float4*>(x + (rows ? static_cast<int64_t>(rows[r]) : r) * xs) + 4 * c;
+        const float4 a = src[0], b = src[1], d = src[2], e = src[3];
+        const float even[8] = {a.x, a.z, b.x, b.z, d.x, d.z, e.x, e.z};
+        const float odd[8] = {a.y, a.w, b.y, b.w, d.y, d.w, e.y, e.w};
+        store8(out + r * n + 16 * c, even);
+        store8(out + r * n + 16 * c + 8, odd);
     }
 }
 

@@ -147,10 +147,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __nv_bfloat16* const smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
 
-    int expert = 0, r0 = 0, r1 = 0;
-    if (!find_tile<BN>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y), expert, r0, r1)) return;  // whole block
-    const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBM;
-    const uint8_t* const wexp = a.w + static_cast<uint64_t>(expert) * a.expert_bytes;
+    BlockTile t;
+    if (!block_tile<BN>(a, t)) return;  // whole block
     const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int wm = warp % G::WM, wn = warp / G::WM;
 
@@ -169,8 +167,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
         const int64_t k = k0 + col < a.n_in ? k0 + col : a.n_in - 8;
 #pragma unroll
         for (int i = 0; i < kAPieces; ++i) {
-            const int64_t m = min(m0 + row0 + kRowStep * i, a.n_out - 1);
-            raw[i] = P::fetch(wexp + static_cast<uint64_t>(m) * a.row_bytes, k);
+            const int64_t m = min(t.m0 + row0 + kRowStep * i, a.n_out - 1);
+            raw[i] = P::fetch(t.w + static_cast<uint64_t>(m) * a.row_bytes, k);
         }
     };
     auto put_a = [&](__nv_bfloat16* sa, int64_t k0) {
@@ -178,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
         const int64_t k = k_in ? k0 + col : a.n_in - 8;
 #pragma unroll
         for (int i = 0; i < kAPieces; ++i) {
-            const bool ok = k_in && m0 + row0 + kRowStep * i < a.n_out;
+            const bool ok = k_in && t.m0 + row0 + kRowStep * i < a.n_out;
             float v[8];
             raw[i].decode(k, v);
 #pragma unroll
@@ -192,8 +190,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
         const int64_t k = k0 + col;
 #pragma unroll
         for (int n = row0; n < BN; n += kRowStep) {
-            const int64_t r = r0 + n;
-            const bool ok = r < r1 && k < a.n_in;
+            const int64_t r = t.r0 + n;
+            const bool ok = r < t.r1 && k < a.n_in;
             cp_async16(sb + n * kLd + col, ok ? a.x + r * a.n_in + k : a.x, ok ? 16 : 0);
         }
     };
@@ -253,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tile_gemm_kernel(TileArgs
         }
     }
 
-    store_tiles(a, acc, m0 + wm * (kBM / G::WM), r0 + wn * (BN / G::WN), r1);
+    store_tiles(a, acc, t.m0 + wm * (kBM / G::WM), t.r0 + wn * (BN / G::WN), t.r1);
 }
 
 // The weight types with a tile decoder here: the block formats of the common

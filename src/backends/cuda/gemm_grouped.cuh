@@ -66,6 +66,22 @@ __device__ bool find_tile(const int32_t* offsets, int64_t n_experts, int y, int&
     return false;
 }
 
+// A block's tile: its expert, routed rows [r0, r1), first output m0 and the
+// expert's weights. block_tile is false (for the whole block) when blockIdx.y is
+// past the last token tile (the grid is sized by a bound).
+struct BlockTile {
+    int expert = 0, r0 = 0, r1 = 0;
+    int64_t m0 = 0;
+    const uint8_t* w = nullptr;
+};
+template <int BN>
+__device__ bool block_tile(const TileArgs& a, BlockTile& t) {
+    if (!find_tile<BN>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y), t.expert, t.r0, t.r1)) return false;
+    t.m0 = static_cast<int64_t>(blockIdx.x) * kBM;
+    t.w = a.w + static_cast<uint64_t>(t.expert) * a.expert_bytes;
+    return true;
+}
+
 // Stores a warp's f32 accumulators of MT × NT m16n8 tiles: value j of tile (mt, nt)
 // belongs to output m_base + 16·mt + g + 8·(j / 2) of routed row r_base + 8·nt +
 // 2·t4 + j % 2 (g = lane / 4, t4 = lane % 4); outputs past n_out and rows past r1

@@ -231,9 +231,34 @@ struct Rows<GgmlType::Q8_0, R> {
     }
 };
 
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
-}
+// A thread's share of a stage's weight copies: two threads per tile row, the first
+// taking pieces 0 .. kHalf − 1 of the row's stage, the second the rest. Rows past
+// n_out repeat row n_out − 1 (their outputs are not written). The source row is
+// found once; a stage only adds its offset.
+template <GgmlType T>
+struct WeightCopy {
+    using St = Stage<T>;
+    static constexpr int kHalf = (St::kPieces + 1) / 2;
+    int row, first, count;
+    const uint8_t* src;
+    __device__ WeightCopy(const TileArgs& a, const BlockTile& t, int tid)
+        : row(tid / 2), first((tid % 2) * kHalf), count(tid % 2 ? St::kPieces - kHalf : kHalf),
+          src(t.w + static_cast<uint64_t>(min(t.m0 + tid / 2, a.n_out - 1)) * a.row_bytes) {}
+    // Stage k0's pieces into the stage's weight rows at dst (kStride bytes apart).
+    __device__ void issue(unsigned char* dst, int64_t k0) const {
+#pragma unroll
+        for (int j = 0; j < kHalf; ++j) {
+            if (j < count) {
+                const int p = first + j;
+                unsigned char* const d = dst + row * St::kStride + p * St::kPieceBytes;
+                if constexpr (St::kPieceBytes == 16)
+                    cp_async16(d, St::piece(src, k0, p), 16);
+                else
+                    cp_async4(d, St::piece(src, k0, p));
+            }
+        }
+    }
+};
 
 // The activation rows one thread copies: tile rows b_n + Step·j, j < J, as element
 // offsets into a.x (x_rows gathers them when given), or −1 past the tile's rows.
@@ -253,41 +278,24 @@ template <GgmlType T, int BN>
 __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs a) {
     pdl_begin();
     using G = RegTiling<BN>;
-    using St = Stage<T>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
 
-    int expert = 0, r0 = 0, r1 = 0;
-    if (!find_tile<BN>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y), expert, r0, r1)) return;  // whole block
-    const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBM;
-    const uint8_t* const wexp = a.w + static_cast<uint64_t>(expert) * a.expert_bytes;
+    BlockTile t;
+    if (!block_tile<BN>(a, t)) return;  // whole block
     const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int wm = warp % G::WM, wn = warp / G::WM;
     const int g = lane / 4, t4 = lane % 4;
 
-    // Stage s's copies into ring slot s % kStages. The weights: two threads per
-    // tile row, the first taking pieces 0 .. kHalf − 1 of the row's stage, the
-    // second the rest (rows past n_out repeat row n_out − 1; their outputs are not
-    // written). The activations: rows r0 .. r1 in 16-byte pieces, 8 threads per row
-    // (zeros past r1). The pointers are formed once; a stage only adds its offset.
-    constexpr int kHalf = (St::kPieces + 1) / 2;
-    const int a_row = tid / 2, a_first = (tid % 2) * kHalf, a_count = tid % 2 ? St::kPieces - kHalf : kHalf;
-    const uint8_t* const a_src = wexp + static_cast<uint64_t>(min(m0 + a_row, a.n_out - 1)) * a.row_bytes;
+    // Stage s's copies into ring slot s % kStages: the weights (WeightCopy), then the
+    // activations, rows r0 .. r1 in 16-byte pieces, 8 threads per row (zeros past
+    // r1). The pointers are formed once; a stage only adds its offset.
+    const WeightCopy<T> wcopy(a, t, tid);
     const int b_n = tid / 8, b_c = (tid % 8) * 8;
-    const XRows<BN / (kThreads / 8)> xr(a, r0, r1, b_n);
+    const XRows<BN / (kThreads / 8)> xr(a, t.r0, t.r1, b_n);
     auto issue = [&](int64_t s) {
         unsigned char* const slot = smem_raw + (s % kStages) * G::template kStageBytes<T>;
         const int64_t k0 = s * kBK;
-#pragma unroll
-        for (int j = 0; j < kHalf; ++j) {
-            if (j < a_count) {
-                const int p = a_first + j;
-                unsigned char* const dst = slot + a_row * St::kStride + p * St::kPieceBytes;
-                if constexpr (St::kPieceBytes == 16)
-                    cp_async16(dst, St::piece(a_src, k0, p), 16);
-                else
-                    cp_async4(dst, St::piece(a_src, k0, p));
-            }
-        }
+        wcopy.issue(slot, k0);
         __nv_bfloat16* const sb = reinterpret_cast<__nv_bfloat16*>(slot + G::template kABytes<T>);
 #pragma unroll
         for (int j = 0; j < BN / (kThreads / 8); ++j) {
@@ -306,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
             for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
 
     // This thread's weight rows in the tile (fragment rows g, g + 8 of each m16
-    // tile; row r0 + 8·i of the loads) and its B fragment address (see gemm_grouped.cu).
+    // tile; row row0 + 8·i of the loads) and its B fragment address (see gemm_grouped.cu).
     const int row0 = wm * (kBM / G::WM) + g;  // rows row0 + 8·i, i < kRows
     const int b_row = wn * (BN / G::WN) + (lane % 8) + 8 * (lane / 16), b_col = 8 * ((lane / 8) % 2);
 
@@ -351,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
         }
     }
     cp_async_wait<0>();  // no copy may be left in flight when the block exits
-    store_tiles(a, acc, m0 + wm * (kBM / G::WM), r0 + wn * (BN / G::WN), r1);
+    store_tiles(a, acc, t.m0 + wm * (kBM / G::WM), t.r0 + wn * (BN / G::WN), t.r1);
 }
 
 // The same product on Hopper's warpgroup MMA, for 128-token tiles (prefill): each
@@ -380,33 +388,19 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_wgmma_gemm_kernel(TileArg
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
 
-    int expert = 0, r0 = 0, r1 = 0;
-    if (!find_tile<BN>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y), expert, r0, r1)) return;  // whole block
-    const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBM;
-    const uint8_t* const wexp = a.w + static_cast<uint64_t>(expert) * a.expert_bytes;
+    BlockTile t;
+    if (!block_tile<BN>(a, t)) return;  // whole block
     const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int g = lane / 4, t4 = lane % 4;
     const int row0 = 16 * warp + g;  // rows row0 and row0 + 8 (warp w of warpgroup w / 4: rows 16·w ..)
 
-    constexpr int kHalf = (St::kPieces + 1) / 2;
-    const int a_row = tid / 2, a_first = (tid % 2) * kHalf, a_count = tid % 2 ? St::kPieces - kHalf : kHalf;
-    const uint8_t* const a_src = wexp + static_cast<uint64_t>(min(m0 + a_row, a.n_out - 1)) * a.row_bytes;
+    const WeightCopy<T> wcopy(a, t, tid);
     const int b_n = tid / 8, b_c = tid % 8;
-    const XRows<BN / (kThreads / 8), kThreads / 8> xr(a, r0, r1, b_n);
+    const XRows<BN / (kThreads / 8), kThreads / 8> xr(a, t.r0, t.r1, b_n);
     auto issue = [&](int64_t s) {
         unsigned char* const slot = smem + (s % kStages) * kStageBytes;
         const int64_t k0 = s * kBK;
-#pragma unroll
-        for (int j = 0; j < kHalf; ++j) {
-            if (j < a_count) {
-                const int p = a_first + j;
-                unsigned char* const dst = slot + kBBytes + a_row * St::kStride + p * St::kPieceBytes;
-                if constexpr (St::kPieceBytes == 16)
-                    cp_async16(dst, St::piece(a_src, k0, p), 16);
-                else
-                    cp_async4(dst, St::piece(a_src, k0, p));
-            }
-        }
+        wcopy.issue(slot + kBBytes, k0);
 #pragma unroll
         for (int j = 0; j < BN / (kThreads / 8); ++j) {
             const int n = b_n + j * (kThreads / 8);
@@ -455,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_wgmma_gemm_kernel(TileArg
     fence_operands(acc);
     cp_async_wait<0>();
     // The m64n128 accumulators of a warp are the C fragments of one m16 × 16 n8 tiles.
-    store_tiles(a, reinterpret_cast<const float(&)[1][16][4]>(acc), m0 + 16 * warp, r0, r1);
+    store_tiles(a, reinterpret_cast<const float(&)[1][16][4]>(acc), t.m0 + 16 * warp, t.r0, t.r1);
 #else
     (void)a;
     __trap();

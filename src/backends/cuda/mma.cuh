@@ -1,4 +1,4 @@
-// PTX wrappers of the tensor-core kernels (attention_tile.cu, gemm_grouped.cu):
+// PTX wrappers of the tensor-core kernels (attention_tile.cu, gemm_grouped*.cu):
 // asynchronous copies to shared memory, ldmatrix, mma.sync m16n8k16 with f32
 // accumulators, and the packing of two floats into one 16-bit pair. sm_80 and up
 // (the build targets sm_90a).
@@ -37,6 +37,10 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
                  "r"(bytes)
                  : "memory");
+}
+// 4 bytes global -> shared (both 4-byte aligned), asynchronously.
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
