@@ -59,6 +59,18 @@ struct MoeMatmulParams {
     int64_t y_stride = 0;          // 0 means n_out
     int64_t n_rows = 0;            // offsets[n_experts]
     const void* x_prep = nullptr;  // optional, without x_rows: x prepared (ops/prepared.h)
+
+    // GEGLU epilogue (Gemma's gate_up experts). With geglu, W_e's n_out = 2F rows are
+    // the gate rows [0, F), then the up rows [F, 2F), and y gets
+    //   y[r][j] = gelu_tanh(P[r][j]) · P[r][F + j],  j < F  (y_stride 0 means F),
+    // P the product above: the result of this op without geglu into geglu_scratch
+    // ([n_rows][2F], required), then the GEGLU op (ops/activation.h) over it. A backend
+    // may fuse the two (the CUDA tile kernels do: P never reaches memory) or run
+    // exactly those two ops. y_prep (optional, in batches the prepared contract
+    // allows) also receives y in the prepared form, as GegluParams::out_prep does.
+    bool geglu = false;
+    float* geglu_scratch = nullptr;
+    void* y_prep = nullptr;
 };
 
 // Weighted combine of the experts' outputs, slots in increasing j:

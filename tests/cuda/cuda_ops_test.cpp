@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -967,6 +968,121 @@ TEST_F(CudaOps, GroupedTileGemmMatchesBf16Reference) {
     }
 }
 
+// gelu_tanh(g) · u as the CPU reference computes it (ops/activation.h).
+float host_geglu(float g, float u) {
+    const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+    return 0.5f * g * (1.0f + std::tanh(inner)) * u;
+}
+
+// The GEGLU epilogue of the grouped product (ops/moe.h: geglu). The register
+// kernels fuse it: Q4_K, Q5_0 and Q8_0 (Q8_0 rows of 748 bytes, so every 16-byte
+// alignment of a stage), 32- and 128-token tiles, F around the 64-output tile, a
+// padded output stride. Q6_K (no register kernel) and device-only offsets (the
+// grouped GEMV) run the product into the scratch, then the GEGLU op. Each is held
+// to the plain product of the same path, gelu'd on the host: the same f32 sums, so
+// only the device's and the host's tanh differ (1e-5), while a gate or up row
+// swapped for another or a misplaced output is an O(1) error. The padding columns
+// keep their sentinel. Then the prepared output (decode: y_prep) feeds the down
+// product bit for bit as the unprepared one does.
+TEST_F(CudaOps, GroupedGegluEpilogue) {
+    const std::vector<std::vector<int32_t>> scenarios = {
+        {0, 1, 31, 32, 33, 65, 0, 5},   // 32-token tiles
+        {0, 1, 127, 128, 129, 300, 0},  // 128-token tiles
+        {0, 2, 1, 0, 3},                // few rows: device offsets below
+    };
+    const int64_t T = 50;
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q6_K}) {
+        const int64_t H = t == GgmlType::Q4_K || t == GgmlType::Q6_K ? 256 : 704;
+        for (int64_t F : {1, 70, 130}) {
+            for (size_t sc = 0; sc < scenarios.size(); ++sc) {
+                const auto& counts = scenarios[sc];
+                const bool device_only = sc == 2;
+                const int64_t E = static_cast<int64_t>(counts.size()), ys = F + 3;
+                std::vector<int32_t> off(static_cast<size_t>(E + 1), 0);
+                for (int64_t e = 0; e < E; ++e) off[static_cast<size_t>(e + 1)] = off[static_cast<size_t>(e)] + counts[static_cast<size_t>(e)];
+                const size_t n = static_cast<size_t>(off.back()), f = static_cast<size_t>(F);
+                std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(T - 1));
+                std::vector<int32_t> rows(n);
+                for (auto& r : rows) r = tok(rng);
+                const auto [wq, row_bytes] = random_quantized(t, E * 2 * F, H, 0.05f);
+
+                ops::MoeMatmulParams m;
+                m.w = {t, H, 2 * F, row_bytes, dev(wq)};
+                m.expert_bytes = row_bytes * static_cast<uint64_t>(2 * F);
+                m.n_experts = E;
+                m.offsets = dev(off);
+                m.host_offsets = device_only ? nullptr : off.data();
+                m.x_rows = dev(rows);
+                m.x_n_rows = T;
+                m.x = dev(randn(static_cast<size_t>(T * H)));
+                m.n_rows = static_cast<int64_t>(n);
+                m.y = gpu->alloc_array<float>(n * 2 * f);
+                gpu->moe_matmul(m);
+                const auto prod = host(m.y, n * 2 * f);
+                std::vector<float> ref(n * f);
+                for (size_t r = 0; r < n; ++r)
+                    for (size_t j = 0; j < f; ++j) ref[r * f + j] = host_geglu(prod[r * 2 * f + j], prod[r * 2 * f + f + j]);
+
+                m.geglu = true;
+                m.geglu_scratch = gpu->alloc_array<float>(n * 2 * f);
+                m.y_stride = ys;
+                m.y = dev(std::vector<float>(n * static_cast<size_t>(ys), 7.0f));
+                gpu->moe_matmul(m);
+                const auto out = host(m.y, n * static_cast<size_t>(ys));
+                std::vector<float> got(ref.size());
+                bool pad_kept = true;
+                for (size_t r = 0; r < n; ++r) {
+                    for (size_t j = 0; j < f; ++j) got[r * f + j] = out[r * static_cast<size_t>(ys) + j];
+                    for (int64_t c = F; c < ys; ++c) pad_kept = pad_kept && out[r * static_cast<size_t>(ys) + static_cast<size_t>(c)] == 7.0f;
+                }
+                const std::string what = std::string(ggml_type_name(t)) + " F=" + std::to_string(F) +
+                                         " rows=" + std::to_string(n) + (device_only ? " device offsets" : "");
+                EXPECT_LT(rel_err(got, ref), 1e-5) << what;
+                EXPECT_TRUE(pad_kept) << what << ": wrote outside its output columns";
+            }
+        }
+    }
+
+    // Decode: device offsets, a prepared output, then the down product with and
+    // without it (the prepared contract: the same bits).
+    const int64_t E = 8, K = 4, H = 256, F = 64;
+    for (int64_t T2 : {1, 3}) {
+        const auto ids = random_routing(rng, T2, K, E);
+        const size_t n = ids.size();
+        std::vector<int32_t> off(E + 1), rows(n), slot(n);
+        cpu->moe_group({ids.data(), T2, K, E, off.data(), rows.data(), slot.data()});
+        const auto [wq, row_bytes] = random_quantized(GgmlType::Q4_K, E * 2 * F, H, 0.05f);
+        const auto [wd, wd_bytes] = random_quantized(GgmlType::Q5_0, E * H, F, 0.05f);
+        ops::MoeMatmulParams m;
+        m.w = {GgmlType::Q4_K, H, 2 * F, row_bytes, dev(wq)};
+        m.expert_bytes = row_bytes * static_cast<uint64_t>(2 * F);
+        m.n_experts = E;
+        m.offsets = dev(off);
+        m.x_rows = dev(rows);
+        m.x = dev(randn(static_cast<size_t>(T2 * H)));
+        m.n_rows = static_cast<int64_t>(n);
+        m.geglu = true;
+        m.geglu_scratch = gpu->alloc_array<float>(n * 2 * F);
+        m.y = gpu->alloc_array<float>(n * F);
+        m.y_prep = gpu->alloc(gpu->prepared_bytes(static_cast<int64_t>(n), F));
+        gpu->moe_matmul(m);
+        ops::MoeMatmulParams d;
+        d.w = {GgmlType::Q5_0, F, H, wd_bytes, dev(wd)};
+        d.expert_bytes = wd_bytes * static_cast<uint64_t>(H);
+        d.n_experts = E;
+        d.offsets = m.offsets;
+        d.x = m.y;
+        d.n_rows = m.n_rows;
+        float *y0 = gpu->alloc_array<float>(n * H), *y1 = gpu->alloc_array<float>(n * H);
+        d.y = y0;
+        gpu->moe_matmul(d);
+        d.y = y1;
+        d.x_prep = m.y_prep;
+        gpu->moe_matmul(d);
+        EXPECT_EQ(host(y0, n * H), host(y1, n * H)) << "T=" << T2;
+    }
+}
+
 // Two sequences with different block tables in one call; sliding and full
 // windows; GQA 1, 2, 8; head sizes 256 and 512.
 TEST_F(CudaOps, PagedAttentionMatchesReference) {
@@ -1130,7 +1246,9 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
         GgmlType type;
         int64_t n_in, n_out;
     };
-    for (const Shape& sh : {Shape{"gate_up", GgmlType::Q4_K, 2816, 1408}, Shape{"down", GgmlType::Q5_0, 704, 2816}}) {
+    for (const Shape& sh : {Shape{"gate_up", GgmlType::Q4_K, 2816, 1408}, Shape{"geglu", GgmlType::Q4_K, 2816, 1408},
+                            Shape{"down", GgmlType::Q5_0, 704, 2816}, Shape{"down8", GgmlType::Q8_0, 704, 2816}}) {
+        const bool glu = std::string(sh.name) == "geglu";  // gate_up with the GEGLU epilogue
         const int64_t H = sh.n_in, F2 = sh.n_out;
         const uint64_t row_bytes = *ggml_row_size(sh.type, static_cast<uint64_t>(H));
         std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(E * F2));
@@ -1162,6 +1280,8 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
             m.x = dev(randn(static_cast<size_t>(T * H)));
             m.y = gpu->alloc_array<float>(n * F2);
             m.n_rows = static_cast<int64_t>(n);
+            m.geglu = glu;
+            if (glu) m.geglu_scratch = gpu->alloc_array<float>(n * F2);
             int64_t active = 0;
             for (int64_t e = 0; e < E; ++e) active += off[e + 1] > off[e];
             const double bytes = static_cast<double>(active) * static_cast<double>(row_bytes * F2);

@@ -1,6 +1,7 @@
 // MoE routing and the row-movement ops (gather, scatter-add, KV store, block copy).
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <numeric>
 #include <vector>
 
@@ -90,6 +91,71 @@ TEST(MoeRoute, ZeroTokensIsNoop) {
     p.n_experts = 8;
     p.k = 2;
     backends().three->moe_route(p);  // nullptr buffers, nothing touched
+}
+
+// moe_matmul's GEGLU epilogue (ops/moe.h) is the plain product into the scratch,
+// then the GEGLU op: the same bits (gathered rows, an empty expert, a padded y),
+// and y is gelu_tanh of the gate rows [0, F) times the up rows [F, 2F).
+TEST(MoeMatmul, GegluEpilogueIsProductThenGeglu) {
+    const int64_t E = 3, F = 5, H = 7, T = 4, ys = F + 2;
+    const std::vector<int32_t> off = {0, 3, 3, 6};  // expert 1 has no rows
+    const std::vector<int32_t> rows = {2, 0, 2, 1, 3, 0};
+    const int64_t n = 6;
+    const auto w = randn(size_t(E * 2 * F * H), 3, 0.3f);
+    const auto x = randn(size_t(T * H), 4);
+    ops::MoeMatmulParams m;
+    m.w = {GgmlType::F32, H, 2 * F, uint64_t(H) * sizeof(float), w.data()};
+    m.expert_bytes = uint64_t(2 * F * H) * sizeof(float);
+    m.n_experts = E;
+    m.offsets = off.data();
+    m.host_offsets = off.data();
+    m.x_rows = rows.data();
+    m.x_n_rows = T;
+    m.x = x.data();
+    m.n_rows = n;
+    std::vector<float> prod(size_t(n * 2 * F));
+    m.y = prod.data();
+    backends().one->moe_matmul(m);
+    std::vector<float> ref(size_t(n * ys), 9.0f);
+    ops::GegluParams g;
+    g.gate = prod.data();
+    g.up = prod.data() + F;
+    g.out = ref.data();
+    g.rows = n;
+    g.n = F;
+    g.gate_stride = g.up_stride = 2 * F;
+    g.out_stride = ys;
+    backends().one->geglu(g);
+
+    const auto got = run_both(std::vector<float>(size_t(n * ys), 9.0f), [&](ops::Backend& be, float* y) {
+        std::vector<float> scratch(size_t(n * 2 * F));
+        ops::MoeMatmulParams q = m;
+        q.geglu = true;
+        q.geglu_scratch = scratch.data();
+        q.y = y;
+        q.y_stride = ys;
+        be.moe_matmul(q);
+    });
+    EXPECT_TRUE(bitwise_equal(got, ref));
+
+    // The meaning, in double: expert e of row r, gate row j, up row F + j.
+    for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = off[size_t(e)]; r < off[size_t(e + 1)]; ++r)
+            for (int64_t j = 0; j < ys; ++j) {
+                const float v = got[size_t(r * ys + j)];
+                if (j >= F) {
+                    EXPECT_EQ(v, 9.0f) << "padding";
+                    continue;
+                }
+                double gate = 0, up = 0;
+                for (int64_t i = 0; i < H; ++i) {
+                    const double xi = x[size_t(rows[size_t(r)] * H + i)];
+                    gate += xi * w[size_t(((e * 2 * F) + j) * H + i)];
+                    up += xi * w[size_t(((e * 2 * F) + F + j) * H + i)];
+                }
+                const double gl = 0.5 * gate * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (gate + 0.044715 * gate * gate * gate)));
+                EXPECT_NEAR(v, gl * up, 1e-5 * (1.0 + std::abs(gl * up))) << "row " << r << " output " << j;
+            }
 }
 
 TEST(Gather, GatherRowsAndScatterAddInOrder) {

@@ -88,6 +88,25 @@ void moe_group(Context&, const ops::MoeGroupParams& p) {
 // Each expert runs the dense matmul on its rows (gathered into the backend's buffer
 // when x_rows is given), so the numerics are the matmul's.
 void moe_matmul(Context& c, const ops::MoeMatmulParams& p) {
+    if (p.geglu) {  // the product into the scratch, then the GEGLU op (ops/moe.h)
+        HF2Q_ASSERT(p.w.n_out % 2 == 0 && p.geglu_scratch != nullptr && p.y_prep == nullptr);
+        const int64_t F = p.w.n_out / 2;
+        ops::MoeMatmulParams q = p;
+        q.geglu = false;
+        q.y = p.geglu_scratch;
+        q.y_stride = 0;
+        moe_matmul(c, q);
+        ops::GegluParams g;
+        g.gate = p.geglu_scratch;
+        g.up = p.geglu_scratch + F;
+        g.out = p.y;
+        g.rows = p.n_rows;
+        g.n = F;
+        g.gate_stride = g.up_stride = 2 * F;
+        g.out_stride = p.y_stride ? p.y_stride : F;
+        geglu(c, g);
+        return;
+    }
     const int64_t n_in = p.w.n_in, xs = p.x_stride ? p.x_stride : n_in;
     const int64_t ys = p.y_stride ? p.y_stride : p.w.n_out;
     HF2Q_ASSERT(p.n_experts > 0 && p.offsets != nullptr && p.offsets[p.n_experts] == p.n_rows);

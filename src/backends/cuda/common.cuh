@@ -99,4 +99,12 @@ __device__ __forceinline__ float4 load_kv4(const half* p) {
     return make_float4(a.x, a.y, b.x, b.y);
 }
 
+// gelu_tanh(u) = 0.5·u·(1 + tanh(√(2/π)·(u + 0.044715·u³))) (ops/activation.h): the
+// GEGLU kernels and the grouped GEMM's GEGLU epilogue share it, so fused and
+// unfused expert products round alike.
+__device__ __forceinline__ float gelu_tanh(float u) {
+    const float k = 0.7978845608028654f;  // sqrt(2/pi)
+    return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
+}
+
 }  // namespace hf2q::cuda

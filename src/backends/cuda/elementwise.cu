@@ -328,11 +328,6 @@ __global__ void rope_kernel(ops::RopeParams p) {
     }
 }
 
-__device__ __forceinline__ float gelu_tanh(float u) {
-    const float k = 0.7978845608028654f;  // sqrt(2/pi)
-    return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
-}
-
 // GEGLU that also writes the prepared form of its output (ops/prepared.h): 4
 // values per thread, 8 threads per 32-value block; the values are geglu_kernel's.
 __global__ void geglu_q8_kernel(ops::GegluParams p, int64_t gs, int64_t us, int64_t os) {
@@ -354,16 +349,16 @@ __global__ void geglu_q8_kernel(ops::GegluParams p, int64_t gs, int64_t us, int6
     quantize_q8_values(v, in, q8_view(p.out_prep, p.rows, p.n), r, p.n, c);
 }
 
+// Rows along y, values along x (grid-stride both ways): no division per value.
 __global__ void geglu_kernel(ops::GegluParams p, int64_t gs, int64_t us, int64_t os) {
     pdl_begin();
-    const int64_t n = p.rows * p.n;
-    for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
-         idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const int64_t r = idx / p.n, i = idx % p.n;
-        float g = gelu_tanh(p.gate[r * gs + i]);
-        if (p.up) g *= p.up[r * us + i];
-        p.out[r * os + i] = g;
-    }
+    for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y)
+        for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
+             i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+            float g = gelu_tanh(p.gate[r * gs + i]);
+            if (p.up) g *= p.up[r * us + i];
+            p.out[r * os + i] = g;
+        }
 }
 
 template <class F>
@@ -450,9 +445,10 @@ void launch_geglu(const ops::GegluParams& p, cudaStream_t s) {
         HF2Q_CUDA_LAUNCH_CHECK();
         return;
     }
-    launch(geglu_kernel, grid_1d(n, kThreads), kThreads, 0, s, p, p.gate_stride ? p.gate_stride : p.n,
-                                                           p.up_stride ? p.up_stride : p.n,
-                                                           p.out_stride ? p.out_stride : p.n);
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>((p.n + kThreads - 1) / kThreads, 1024)),
+                    static_cast<unsigned>(std::min<int64_t>(p.rows, 65535)));
+    launch(geglu_kernel, grid, kThreads, 0, s, p, p.gate_stride ? p.gate_stride : p.n, p.up_stride ? p.up_stride : p.n,
+           p.out_stride ? p.out_stride : p.n);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 

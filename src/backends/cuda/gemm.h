@@ -60,7 +60,8 @@ ExpertLoad expert_load(const int32_t* host_offsets, int64_t n_experts);
 // false for weight types or shapes it does not cover (the caller then takes another
 // path). With p.host_offsets, `load` (their expert_load) sizes the launch exactly;
 // without them (load null) it is sized by a bound and reads only device memory
-// (graph capture).
+// (graph capture). A geglu product (ops/moe.h) is covered only by the register
+// kernels, which apply it in their epilogue, and only without y_prep.
 bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, GemmWorkspace& ws, cudaStream_t s);
 
 // Reference precision: W expanded to f32 in row chunks, cuBLAS SGEMM (FP32 units).

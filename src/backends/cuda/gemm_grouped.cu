@@ -307,6 +307,10 @@ ExpertLoad expert_load(const int32_t* host_offsets, int64_t n_experts) {
 bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, GemmWorkspace& ws, cudaStream_t s) {
     const int64_t n_in = p.w.n_in, n_out = p.w.n_out;
     if (!tile_type(p.w.type) || n_in <= 0 || n_in % 8 != 0 || p.n_rows <= 0 || n_out <= 0) return false;
+    const bool in_registers = reg_tiles_cover(p.w.type, p.w.data, p.w.row_bytes, p.expert_bytes, n_in) &&
+                              (p.x_stride ? p.x_stride : n_in) % 4 == 0 &&
+                              aligned16(p.x);  // to_bf16's perm16 reads float4s
+    if (p.geglu && (!in_registers || p.y_prep != nullptr)) return false;
     // TilePiece<Q4_K> loads the 16-byte header of every block as one uint4.
     if (p.w.type == GgmlType::Q4_K &&
         ((reinterpret_cast<uintptr_t>(p.w.data) | p.w.row_bytes | p.expert_bytes) % 16) != 0)
@@ -330,8 +334,6 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, G
     if (n_tiles > 65535 || m_tiles > 2147483647) return false;
 
     const int64_t xs = p.x_stride ? p.x_stride : n_in;
-    const bool in_registers = reg_tiles_cover(p.w.type, p.w.data, p.w.row_bytes, p.expert_bytes, n_in) &&
-                              xs % 4 == 0 && aligned16(p.x);  // to_bf16's perm16 reads float4s
     // The register kernels gather rows themselves: with x_rows over fewer rows than
     // the product has (gate_up: each token's row serves its k experts), only those
     // rows are converted, once each.
@@ -351,7 +353,8 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, G
     a.offsets = p.offsets;
     a.n_experts = p.n_experts;
     a.y = p.y;
-    a.ys = p.y_stride ? p.y_stride : n_out;
+    a.glu = p.geglu ? n_out / 2 : 0;
+    a.ys = p.y_stride ? p.y_stride : (p.geglu ? n_out / 2 : n_out);
     const auto mt = static_cast<unsigned>(m_tiles), nt = static_cast<unsigned>(n_tiles);
     if (in_registers)
         launch_reg_tiles(a, p.w.type, mt, nt, wide, s);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/common.cuh"
 #include "core/ggml_type.h"
 
 namespace hf2q::cuda::grouped {
@@ -31,6 +32,8 @@ struct TileArgs {
     int64_t n_experts;
     float* y;                 // [n_rows][ys]
     int64_t ys;
+    int64_t glu = 0;          // > 0 (register kernels): the GEGLU epilogue of ops/moe.h,
+                              // n_out = 2·glu rows, y gets glu outputs per row
 };
 
 // The y-th non-empty token tile over all experts: expert e owns ceil(rows(e) / BN)
@@ -99,6 +102,35 @@ __device__ __forceinline__ void store_tiles(const TileArgs& a, const float (&acc
                 const int64_t m = m_base + 16 * mt + g + 8 * (j / 2);
                 const int64_t r = r_base + 8 * nt + 2 * t4 + (j % 2);
                 if (m < a.n_out && r < r1) a.y[r * a.ys + m] = acc[mt][nt][j];
+            }
+}
+
+// With a.glu (the GEGLU epilogue), tile row 16·q + 8·h + i of m-tile x holds weight
+// row h·glu + f, f = 64·x + 8·q + i: a thread's fragment rows g and g + 8 (values
+// j and j + 2 of an m16n8 tile) are then the gate and the up row of one output f,
+// and the 128-row tile yields 64 outputs. Rows past the last one repeat it (their
+// outputs are not written).
+__device__ __forceinline__ int64_t tile_weight_row(const TileArgs& a, const BlockTile& t, int tr) {
+    if (a.glu == 0) return min(t.m0 + tr, a.n_out - 1);
+    const int64_t f = min(t.m0 / 2 + 8 * (tr / 16) + tr % 8, a.glu - 1);
+    return f + ((tr / 8) & 1) * a.glu;
+}
+
+// store_tiles for a.glu: the warp's m16 tiles start at tile row `tile_row` (a
+// multiple of 16); y[r][f] = gelu_tanh(gate) · up in f32, as the GEGLU op computes it.
+template <int MT, int NT>
+__device__ __forceinline__ void store_glu_tiles(const TileArgs& a, const float (&acc)[MT][NT][4], int tile_row,
+                                                int64_t r_base, int r1) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const int64_t f = static_cast<int64_t>(blockIdx.x) * (kBM / 2) + 8 * (tile_row / 16 + mt) + g;
+                const int64_t r = r_base + 8 * nt + 2 * t4 + j;
+                if (f < a.glu && r < r1) a.y[r * a.ys + f] = gelu_tanh(acc[mt][nt][j]) * acc[mt][nt][j + 2];
             }
 }
 

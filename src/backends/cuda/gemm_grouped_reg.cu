@@ -34,7 +34,9 @@
 // Both use the other kernel's tile: kBM = 128 outputs × BN tokens × 64 values per
 // stage, 8 warps, f32 accumulators. With TileArgs::x_rows they gather the
 // activation rows themselves, so gate_up converts each token's row once instead of
-// once per expert it is routed to (gemm_grouped_tiles).
+// once per expert it is routed to (gemm_grouped_tiles). With TileArgs::glu they
+// apply gate_up's GEGLU in the epilogue (gemm_grouped.cuh: tile_weight_row), so
+// the 2F-wide product never reaches memory.
 #include <cuda_bf16.h>
 
 #include "backends/cuda/common.cuh"
@@ -56,8 +58,15 @@ constexpr uint32_t kMagic = 0x43004300u;  // BF16 128.0 in both halves
 // words spread the 32 lanes of a fragment load over distinct banks).
 //   Q4_K: the 16-byte block header (d, dmin, scales), then the 32 nibble bytes of
 //         the stage (low nibbles: sub-block 2c, high: 2c + 1).
-//   Q5_0, Q8_0: two whole blocks (44 or 68 bytes; 4-byte aligned because rows of
-//         an even number of blocks are, which reg_tiles_cover checks).
+//   Q5_0: two whole blocks (44 bytes; 4-byte aligned because rows of an even
+//         number of blocks are, which reg_tiles_cover checks).
+//   Q8_0: 80 bytes from the 16-byte boundary at or below the stage's two blocks
+//         (68 bytes), which then start 0, 4, 8 or 12 bytes in (Rows<Q8_0> knows
+//         where): five 16-byte copies instead of seventeen 4-byte ones (with
+//         those, Q8_0 down took 851 µs a call against Q5_0's 575 at pp4096,
+//         docs/performance.md). The last piece may
+//         read up to 12 bytes past the row; allocations carry 16 bytes of slack
+//         (cuda_backend.cu).
 template <GgmlType T>
 struct Stage;
 
@@ -76,8 +85,11 @@ struct Stage<GgmlType::Q5_0> {
 };
 template <>
 struct Stage<GgmlType::Q8_0> {
-    static constexpr int kPieces = 17, kPieceBytes = 4, kStride = 80;
-    __device__ static const uint8_t* piece(const uint8_t* row, int64_t k0, int p) { return row + (k0 >> 5) * 34 + 4 * p; }
+    static constexpr int kPieces = 5, kPieceBytes = 16, kStride = 80;
+    __device__ static const uint8_t* piece(const uint8_t* row, int64_t k0, int p) {
+        const uintptr_t first = reinterpret_cast<uintptr_t>(row + (k0 >> 5) * 34);
+        return reinterpret_cast<const uint8_t*>(first & ~uintptr_t{15}) + 16 * p;
+    }
 };
 
 template <int BN>
@@ -119,7 +131,9 @@ __device__ __forceinline__ __nv_bfloat162 nibble_pair(uint32_t w) { return as_bf
 // (words), loaded per step so that only one step's words occupy registers; and the
 // A fragment value pair p (0: values k, k + 2; 1: k + 1, k + 3) of row i (frag).
 // Rows are r0 + 8·i of the stage's shared slot sa; R is 4 in the mma.sync kernel
-// (two m16 tiles), 2 in the wgmma one (one warp's 16 rows).
+// (two m16 tiles), 2 in the wgmma one (one warp's 16 rows). scales() also gets
+// the rows' global addresses (low bits: `base`) and the stage index s, which
+// Q8_0 needs to find its blocks in the slot (Stage<Q8_0>).
 template <GgmlType T, int R>
 struct Rows;
 
@@ -131,7 +145,7 @@ struct Rows<GgmlType::Q4_K, R> {
     static constexpr int S = Stage<GgmlType::Q4_K>::kStride;
     uint32_t sc[R], mn[R];
 
-    __device__ void scales(const uint8_t* sa, int r0, int t4, int c, int lane) {
+    __device__ void scales(const uint8_t* sa, int r0, int t4, int c, int lane, const uint32_t (&)[R], int64_t) {
         const uint4 h = *reinterpret_cast<const uint4*>(sa + (r0 + 8 * (t4 % R)) * S);  // this lane's row
         float d1[2], m1[2];
 #pragma unroll
@@ -150,7 +164,7 @@ struct Rows<GgmlType::Q4_K, R> {
             mn[i] = __shfl_sync(0xffffffffu, m2, (lane & ~3) | i);
         }
     }
-    __device__ static void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) {
+    __device__ void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) const {
 #pragma unroll
         for (int i = 0; i < R; ++i) w[i][0] = lds32(sa + (r0 + 8 * i) * S + 16 + 16 * (step & 1) + 4 * t4);
     }
@@ -182,8 +196,10 @@ template <int R>
 struct Rows<GgmlType::Q5_0, R> {
     static constexpr int S = Stage<GgmlType::Q5_0>::kStride;
     uint32_t d[R];
-    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane) { block_scales<S, R>(sa, r0, t4, lane, 22, d); }
-    __device__ static void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) {
+    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane, const uint32_t (&)[R], int64_t) {
+        block_scales<S, R>(sa, r0, t4, lane, 22, d);
+    }
+    __device__ void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) const {
 #pragma unroll
         for (int i = 0; i < R; ++i) {
             const uint8_t* row = sa + (r0 + 8 * i) * S;
@@ -205,18 +221,29 @@ struct Rows<GgmlType::Q5_0, R> {
     }
 };
 
-// Q8_0: blocks of 34 bytes (d, 32 signed bytes); value d·q. Block 0 at offset 0
-// (its bytes 2 off a word), block 1 at 34 (bytes word aligned). Step s reads bytes
-// 16·(s % 2) + 4·t4 .. + 3 of block s / 2.
+// Q8_0: blocks of 34 bytes (d, 32 signed bytes); value d·q. Block 0 at offset
+// sh[i] of row i's slot (0, 4, 8 or 12: the stage's first byte mod 16, Stage<Q8_0>;
+// its bytes 2 off a word), block 1 at sh[i] + 34 (bytes word aligned). Step s reads
+// bytes 16·(s % 2) + 4·t4 .. + 3 of block s / 2.
 template <int R>
 struct Rows<GgmlType::Q8_0, R> {
     static constexpr int S = Stage<GgmlType::Q8_0>::kStride;
     uint32_t d[R];
-    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane) { block_scales<S, R>(sa, r0, t4, lane, 34, d); }
-    __device__ static void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) {
+    int sh[R];
+    // Stage s of a row starts 68·s bytes after the row.
+    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane, const uint32_t (&base)[R], int64_t s) {
+        int mine = 0;  // the shift of the row whose scales this lane decodes (t4 % R)
 #pragma unroll
         for (int i = 0; i < R; ++i) {
-            const uint8_t* b = sa + (r0 + 8 * i) * S + 16 * (step & 1) + 4 * t4;
+            sh[i] = static_cast<int>((base[i] + 68u * static_cast<uint32_t>(s)) & 15u);
+            if (t4 % R == i) mine = sh[i];
+        }
+        block_scales<S, R>(sa + mine, r0, t4, lane, 34, d);
+    }
+    __device__ void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) const {
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const uint8_t* b = sa + (r0 + 8 * i) * S + sh[i] + 16 * (step & 1) + 4 * t4;
             w[i][0] = step < 2 ? lds32_a2(b + 2) : lds32(b + 36);
         }
     }
@@ -232,9 +259,9 @@ struct Rows<GgmlType::Q8_0, R> {
 };
 
 // A thread's share of a stage's weight copies: two threads per tile row, the first
-// taking pieces 0 .. kHalf − 1 of the row's stage, the second the rest. Rows past
-// n_out repeat row n_out − 1 (their outputs are not written). The source row is
-// found once; a stage only adds its offset.
+// taking pieces 0 .. kHalf − 1 of the row's stage, the second the rest. The tile's
+// rows are tile_weight_row's (rows past the last repeat it; their outputs are not
+// written). The source row is found once; a stage only adds its offset.
 template <GgmlType T>
 struct WeightCopy {
     using St = Stage<T>;
@@ -243,7 +270,7 @@ struct WeightCopy {
     const uint8_t* src;
     __device__ WeightCopy(const TileArgs& a, const BlockTile& t, int tid)
         : row(tid / 2), first((tid % 2) * kHalf), count(tid % 2 ? St::kPieces - kHalf : kHalf),
-          src(t.w + static_cast<uint64_t>(min(t.m0 + tid / 2, a.n_out - 1)) * a.row_bytes) {}
+          src(t.w + static_cast<uint64_t>(tile_weight_row(a, t, tid / 2)) * a.row_bytes) {}
     // Stage k0's pieces into the stage's weight rows at dst (kStride bytes apart).
     __device__ void issue(unsigned char* dst, int64_t k0) const {
 #pragma unroll
@@ -273,6 +300,15 @@ struct XRows {
         }
     }
 };
+
+// The low 32 bits of the global addresses of tile rows r0 + 8·i (Rows::scales).
+template <int R>
+__device__ __forceinline__ void row_bases(const TileArgs& a, const BlockTile& t, int r0, uint32_t (&base)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+        base[i] = static_cast<uint32_t>(
+            reinterpret_cast<uintptr_t>(t.w + static_cast<uint64_t>(tile_weight_row(a, t, r0 + 8 * i)) * a.row_bytes));
+}
 
 template <GgmlType T, int BN>
 __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs a) {
@@ -316,6 +352,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
     // This thread's weight rows in the tile (fragment rows g, g + 8 of each m16
     // tile; row row0 + 8·i of the loads) and its B fragment address (see gemm_grouped.cu).
     const int row0 = wm * (kBM / G::WM) + g;  // rows row0 + 8·i, i < kRows
+    uint32_t base[kRows];
+    row_bases(a, t, row0, base);
     const int b_row = wn * (BN / G::WN) + (lane % 8) + 8 * (lane / 16), b_col = 8 * ((lane / 8) % 2);
 
     const int64_t n_stages = a.n_in / kBK;
@@ -333,11 +371,11 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
         const unsigned char* const slot = smem_raw + (s % kStages) * G::template kStageBytes<T>;
         const __nv_bfloat16* const sb = reinterpret_cast<const __nv_bfloat16*>(slot + G::template kABytes<T>);
         Rows<T, kRows> rw;
-        rw.scales(slot, row0, t4, static_cast<int>((s * kBK >> 6) & 3), lane);
+        rw.scales(slot, row0, t4, static_cast<int>((s * kBK >> 6) & 3), lane, base, s);
 #pragma unroll
         for (int step = 0; step < kBK / 16; ++step) {
             uint32_t words[kRows][2];
-            Rows<T, kRows>::words(slot, row0, t4, step, words);
+            rw.words(slot, row0, t4, step, words);
             uint32_t af[kMT][4];
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
@@ -359,7 +397,10 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
         }
     }
     cp_async_wait<0>();  // no copy may be left in flight when the block exits
-    store_tiles(a, acc, t.m0 + wm * (kBM / G::WM), t.r0 + wn * (BN / G::WN), t.r1);
+    if (a.glu > 0)
+        store_glu_tiles(a, acc, wm * (kBM / G::WM), t.r0 + wn * (BN / G::WN), t.r1);
+    else
+        store_tiles(a, acc, t.m0 + wm * (kBM / G::WM), t.r0 + wn * (BN / G::WN), t.r1);
 }
 
 // The same product on Hopper's warpgroup MMA, for 128-token tiles (prefill): each
@@ -393,6 +434,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_wgmma_gemm_kernel(TileArg
     const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int g = lane / 4, t4 = lane % 4;
     const int row0 = 16 * warp + g;  // rows row0 and row0 + 8 (warp w of warpgroup w / 4: rows 16·w ..)
+    uint32_t base[2];
+    row_bases(a, t, row0, base);
 
     const WeightCopy<T> wcopy(a, t, tid);
     const int b_n = tid / 8, b_c = tid % 8;
@@ -429,11 +472,11 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_wgmma_gemm_kernel(TileArg
 
         const unsigned char* const slot = smem + (s % kStages) * kStageBytes;
         Rows<T, 2> rw;
-        rw.scales(slot + kBBytes, row0, t4, static_cast<int>((s * kBK >> 6) & 3), lane);
+        rw.scales(slot + kBBytes, row0, t4, static_cast<int>((s * kBK >> 6) & 3), lane, base, s);
 #pragma unroll
         for (int step = 0; step < kBK / 16; ++step) {
             uint32_t words[2][2];
-            Rows<T, 2>::words(slot + kBBytes, row0, t4, step, words);
+            rw.words(slot + kBBytes, row0, t4, step, words);
             uint32_t(&f)[4] = af[step % 2];
             wgmma_wait<1>();
             f[0] = rw.frag(words, 0, step, 0);
@@ -449,7 +492,11 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_wgmma_gemm_kernel(TileArg
     fence_operands(acc);
     cp_async_wait<0>();
     // The m64n128 accumulators of a warp are the C fragments of one m16 × 16 n8 tiles.
-    store_tiles(a, reinterpret_cast<const float(&)[1][16][4]>(acc), t.m0 + 16 * warp, t.r0, t.r1);
+    const auto& tiles = reinterpret_cast<const float(&)[1][16][4]>(acc);
+    if (a.glu > 0)
+        store_glu_tiles(a, tiles, 16 * warp, t.r0, t.r1);
+    else
+        store_tiles(a, tiles, t.m0 + 16 * warp, t.r0, t.r1);
 #else
     (void)a;
     __trap();

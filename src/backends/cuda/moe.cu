@@ -126,19 +126,42 @@ void launch_moe_combine(const ops::MoeCombineParams& p, cudaStream_t s) {
 
 void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_rows <= 0 || p.w.n_out <= 0) return;
+    HF2Q_ASSERT(!p.geglu || (p.w.n_out % 2 == 0 && p.geglu_scratch != nullptr));
     const ExpertLoad load = p.host_offsets ? expert_load(p.host_offsets, p.n_experts) : ExpertLoad{};
     // Host offsets showing fewer than 8 routed rows per active expert: the grouped GEMV
     // (which reads each expert's weights once for all its rows) beats the tile GEMM
     // (H200, 26B-A4B gate_up Q4_K, 4 rows per expert: 249 µs against 606).
     const bool few_rows_per_expert = p.host_offsets != nullptr && p.n_rows < 8 * load.active;
-    if (env.precision == MatmulPrecision::bf16 && (p.host_offsets != nullptr || p.n_rows >= kTileMinRows) &&
-        !few_rows_per_expert) {
+    const bool tiles = env.precision == MatmulPrecision::bf16 &&
+                       (p.host_offsets != nullptr || p.n_rows >= kTileMinRows) && !few_rows_per_expert;
+    if (tiles) {
         ensure_activations(env, p.n_rows * p.w.n_in);
+        // With geglu, only the register kernels fuse it (and only without y_prep).
         if (gemm_grouped_tiles(p, p.host_offsets ? &load : nullptr, *env.ws, s)) return;
-        if (p.host_offsets != nullptr) {
-            gemm_bf16_grouped(p, *env.ws, env.cublas, s);
-            return;
-        }
+    }
+    if (p.geglu) {  // unfused: the product into the scratch, then the GEGLU op
+        const int64_t F = p.w.n_out / 2;
+        ops::MoeMatmulParams q = p;
+        q.geglu = false;
+        q.y = p.geglu_scratch;
+        q.y_stride = 0;
+        q.y_prep = nullptr;
+        launch_moe_matmul(q, env, s);
+        ops::GegluParams g;
+        g.gate = p.geglu_scratch;
+        g.up = p.geglu_scratch + F;
+        g.out = p.y;
+        g.rows = p.n_rows;
+        g.n = F;
+        g.gate_stride = g.up_stride = 2 * F;
+        g.out_stride = p.y_stride ? p.y_stride : F;
+        g.out_prep = p.y_prep;
+        launch_geglu(g, s);
+        return;
+    }
+    if (tiles && p.host_offsets != nullptr) {
+        gemm_bf16_grouped(p, *env.ws, env.cublas, s);
+        return;
     }
     GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
     a.expert_bytes = p.expert_bytes;

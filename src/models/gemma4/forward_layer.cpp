@@ -270,8 +270,8 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
         be_.download(moe_offsets_host_.data(), moe_offsets_, sz(E + 1) * sizeof(int32_t));
         host_offsets = moe_offsets_host_.data();
     }
-    auto experts = [&](const ExpertWeights& w, const int32_t* x_rows, const float* x, float* y, int64_t ys,
-                       const void* x_prep = nullptr) {
+    auto params = [&](const ExpertWeights& w, const int32_t* x_rows, const float* x, float* y, int64_t ys,
+                      const void* x_prep = nullptr) {
         ops::MoeMatmulParams m;
         m.w = w.first;
         m.expert_bytes = w.expert_bytes;
@@ -285,18 +285,25 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
         m.y_stride = ys;
         m.n_rows = T * K;
         m.x_prep = x_prep;
-        be_.moe_matmul(m);
+        return m;
     };
+    // ge_ = gelu_tanh(gate) ⊙ up of the routed rows: one op with the GEGLU epilogue
+    // for a merged gate_up tensor (gu_ its scratch: a backend may never write it).
+    void* const ge_prep = prep(ge_prep_, T, Fe);
     if (!l.gate_up_exps.empty()) {
-        experts(l.gate_up_exps, expert_rows_, moe_in_, gu_, 2 * Fe);
+        ops::MoeMatmulParams m = params(l.gate_up_exps, expert_rows_, moe_in_, ge_, Fe);
+        m.geglu = true;
+        m.geglu_scratch = gu_;
+        m.y_prep = ge_prep;
+        be_.moe_matmul(m);
     } else {
-        experts(l.gate_exps, expert_rows_, moe_in_, gu_, 2 * Fe);
-        experts(l.up_exps, expert_rows_, moe_in_, gu_ + Fe, 2 * Fe);
+        be_.moe_matmul(params(l.gate_exps, expert_rows_, moe_in_, gu_, 2 * Fe));
+        be_.moe_matmul(params(l.up_exps, expert_rows_, moe_in_, gu_ + Fe, 2 * Fe));
+        ops::GegluParams eg = expert_geglu(gu_, ge_, T * K, Fe);
+        eg.out_prep = ge_prep;
+        be_.geglu(eg);
     }
-    ops::GegluParams eg = expert_geglu(gu_, ge_, T * K, Fe);
-    eg.out_prep = prep(ge_prep_, T, Fe);
-    be_.geglu(eg);
-    experts(l.down_exps, nullptr, ge_, ye_, H, eg.out_prep);
+    be_.moe_matmul(params(l.down_exps, nullptr, ge_, ye_, H, ge_prep));
     ops::MoeCombineParams cb;
     cb.y = ye_;
     cb.y_stride = H;
