@@ -62,6 +62,12 @@ int tile_rows(int64_t head_dim);
 void launch_tile(const ops::AttentionParams& p, const int* plan, int64_t n_tiles, float scale_log2,
                  cudaStream_t s);
 
+// The same on Hopper's warpgroup MMA (attention_wgmma.cu): head sizes 256 and 512
+// over an F16 cache in sm_90a builds on a 9.x device; false (nothing launched)
+// otherwise. launch_tile takes it first.
+bool launch_tile_wgmma(const ops::AttentionParams& p, const int* plan, int64_t n_tiles, float scale_log2,
+                       cudaStream_t s);
+
 // Split kernel over every token t with handled == nullptr or handled[t] == 0. With
 // n_split == 1 it writes `out`; otherwise per (token, head, split) partials into
 // part: acc [n_tokens][n_heads][n_split][head_dim], then (m, l) [n_tokens][n_heads]

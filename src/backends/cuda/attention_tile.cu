@@ -389,6 +389,7 @@ int tile_rows(int64_t head_dim) {
 
 void launch_tile(const ops::AttentionParams& p, const int* plan, int64_t n_tiles, float scale_log2,
                  cudaStream_t s) {
+    if (launch_tile_wgmma(p, plan, n_tiles, scale_log2, s)) return;
     switch (p.head_dim) {
         case 64:
             return launch_tile_d<64>(p, plan, n_tiles, scale_log2, s);

@@ -99,6 +99,10 @@ __device__ __forceinline__ float4 load_kv4(const half* p) {
     return make_float4(a.x, a.y, b.x, b.y);
 }
 
+// Whether the warpgroup-MMA kernels run here: an sm_90a build (HF2Q_WGMMA) on a
+// compute capability 9.x device (cuda_backend.cu).
+bool use_wgmma();
+
 // gelu_tanh(u) = 0.5·u·(1 + tanh(√(2/π)·(u + 0.044715·u³))) (ops/activation.h): the
 // GEGLU kernels and the grouped GEMM's GEGLU epilogue share it, so fused and
 // unfused expert products round alike.

@@ -197,6 +197,20 @@ int device_count() {
     return n;
 }
 
+bool use_wgmma() {
+#if HF2Q_WGMMA
+    static const bool yes = [] {
+        int dev = 0, major = 0;
+        HF2Q_CUDA_CHECK(cudaGetDevice(&dev));
+        HF2Q_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        return major == 9;
+    }();
+    return yes;
+#else
+    return false;
+#endif
+}
+
 std::unique_ptr<ops::Backend> make_backend(const CudaOptions& opts) { return std::make_unique<CudaBackend>(opts); }
 
 }  // namespace hf2q::cuda

@@ -508,21 +508,6 @@ constexpr size_t wgmma_smem() {
     return static_cast<size_t>(kStages) * (128 * kBK * 2 + kBM * Stage<T>::kStride) + 1024;  // + alignment slack
 }
 
-// Whether this device runs the wgmma kernel: an sm_90a build on a 9.x device.
-bool use_wgmma() {
-#if HF2Q_WGMMA
-    static const bool yes = [] {
-        int dev = 0, major = 0;
-        HF2Q_CUDA_CHECK(cudaGetDevice(&dev));
-        HF2Q_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-        return major == 9;
-    }();
-    return yes;
-#else
-    return false;
-#endif
-}
-
 template <GgmlType T, int BN>
 void launch_typed(const TileArgs& a, unsigned m_tiles, unsigned n_tiles, cudaStream_t s) {
     constexpr size_t smem = RegTiling<BN>::template kSmem<T>;
