@@ -57,14 +57,23 @@ __device__ __forceinline__ uint32_t swz(int r, int c8, int rows) {
 }
 
 // Starts the copy of one key tile (pool offsets per key, −1: zeros) into a
-// swizzled [kKeys][D] tile.
+// swizzled [kKeys][D] tile. Thread t always copies piece t % (D / 8) of rows
+// t / (D / 8) + i · kRowStep, so the swizzled offsets are formed once per piece
+// index (the loop is unrolled: ncu showed the integer pipe, not the tensor cores,
+// as the busiest unit with the per-piece address arithmetic of a generic loop).
 template <int D>
 __device__ __forceinline__ void issue_kv(unsigned char* tile, const half* __restrict__ pool, const int64_t* off) {
-#pragma unroll 4
-    for (int u = threadIdx.x; u < kKeys * D / 8; u += kThreads) {
-        const int r = u / (D / 8), c8 = u % (D / 8);
+    constexpr int kPieces = D / 8;                  // 16-byte pieces per key row
+    constexpr int kRowStep = kThreads / kPieces;    // rows per pass of the block
+    constexpr int kPasses = kKeys / kRowStep;
+    static_assert(kThreads % kPieces == 0 && kKeys % kRowStep == 0, "whole rows per pass");
+    const int c8 = static_cast<int>(threadIdx.x) % kPieces, r0 = static_cast<int>(threadIdx.x) / kPieces;
+    unsigned char* const col = tile + (c8 >> 3) * kKeys * 128;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+        const int r = r0 + i * kRowStep;
         const int64_t o = off[r];
-        cp_async16(tile + swz(r, c8, kKeys), pool + (o < 0 ? 0 : o + 8 * c8), o < 0 ? 0 : 16);
+        cp_async16(col + r * 128 + (((c8 & 7) ^ (r & 7)) << 4), pool + (o < 0 ? 0 : o + 8 * c8), o < 0 ? 0 : 16);
     }
     cp_async_commit();
 }
@@ -127,6 +136,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     fence_async_smem();  // the first barrier below publishes Q to the tensor cores
 
+    // Descriptors of the operands' first k16 step. A step adds its byte offset / 16:
+    // the start address field is the low 14 bits of address / 16, and shared memory
+    // addresses stay below 2^18, so the sum never carries out of it.
+    const uint64_t desc_q = smem_desc_sw128(qs + row_base * 128);
+    const uint64_t desc_k = smem_desc_sw128(ks + key0 * 128);
+    const uint64_t desc_v = smem_desc_sw128_nmajor(vs + (col0 / 64) * BN * 128, BN * 128);
+    const uint64_t desc_p = smem_desc_sw128(ps);
+
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
@@ -176,8 +193,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int s = 0; s < D / 16; ++s) {
                 const uint32_t blk = static_cast<uint32_t>(s / 4), in_row = 32u * (s % 4);
-                const uint64_t da = smem_desc_sw128(qs + blk * BM * 128 + row_base * 128 + in_row);
-                const uint64_t db = smem_desc_sw128(ks + blk * BN * 128 + key0 * 128 + in_row);
+                const uint64_t da = desc_q + ((blk * BM * 128 + in_row) >> 4);
+                const uint64_t db = desc_k + ((blk * BN * 128 + in_row) >> 4);
                 if constexpr (SK == 64)
                     wgmma_m64n64k16_f16_ss_kb(sc, da, db);
                 else
@@ -215,19 +232,25 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
                 for (int k = 0; k < 2; ++k) mx[k] = fmaxf(red[r0 + 8 * k], red[64 + r0 + 8 * k]);
             }
-            // Online softmax.
-            float base[2];
+            // Online softmax. O is rescaled only when a row of the warp has a new
+            // maximum (corr = 1 otherwise, and x · 1 = x: the same bits); past the
+            // first tiles of a causal row that is rare.
+            float base[2], corr[2];
 #pragma unroll
             for (int k = 0; k < 2; ++k) {
                 const float m_new = fmaxf(m[k], mx[k]);
-                const float corr = exp2f(m[k] - m_new);
+                corr[k] = exp2f(m[k] - m_new);
                 m[k] = m_new;
                 base[k] = m_new;
-                l[k] *= corr;
+                l[k] *= corr[k];
+            }
+            if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
                 for (int i = 0; i < 32; ++i) {
-                    o[4 * i + 2 * k] *= corr;
-                    o[4 * i + 2 * k + 1] *= corr;
+                    o[4 * i] *= corr[0];
+                    o[4 * i + 1] *= corr[0];
+                    o[4 * i + 2] *= corr[1];
+                    o[4 * i + 3] *= corr[1];
                 }
             }
 #pragma unroll
@@ -269,9 +292,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BN / 16; ++kk) {
-                const uint64_t db = smem_desc_sw128_nmajor(vs + (col0 / 64) * BN * 128 + kk * 16 * 128, BN * 128);
+                const uint64_t db = desc_v + ((kk * 16 * 128) >> 4);
                 if constexpr (W::kSplit > 1)
-                    wgmma_m64n256k16_f16_ss_nb(o, smem_desc_sw128(ps + 32 * kk), db);
+                    wgmma_m64n256k16_f16_ss_nb(o, desc_p + ((32 * kk) >> 4), db);
                 else
                     wgmma_m64n256k16_f16_rs_nb(o, pa[kk], db);
             }
