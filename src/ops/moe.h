@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "ops/activation.h"
 #include "ops/prepared.h"
 #include "ops/types.h"
 
@@ -72,6 +73,31 @@ struct MoeMatmulParams {
     float* geglu_scratch = nullptr;
     void* y_prep = nullptr;
 };
+
+// The two ops a geglu product means (MoeMatmulParams::geglu), for backends that
+// run them unfused: the plain product into the scratch, then the GEGLU op over it
+// (with y_prep as its prepared output).
+inline MoeMatmulParams geglu_product(const MoeMatmulParams& p) {
+    MoeMatmulParams q = p;
+    q.geglu = false;
+    q.y = p.geglu_scratch;
+    q.y_stride = 0;
+    q.y_prep = nullptr;
+    return q;
+}
+inline GegluParams geglu_of_product(const MoeMatmulParams& p) {
+    const int64_t F = p.w.n_out / 2;
+    GegluParams g;
+    g.gate = p.geglu_scratch;
+    g.up = p.geglu_scratch + F;
+    g.out = p.y;
+    g.rows = p.n_rows;
+    g.n = F;
+    g.gate_stride = g.up_stride = 2 * F;
+    g.out_stride = p.y_stride ? p.y_stride : F;
+    g.out_prep = p.y_prep;
+    return g;
+}
 
 // Weighted combine of the experts' outputs, slots in increasing j:
 //   out[t][i] = Σ_j weights[t·k + j] · y[slot_of[t·k + j]][i]

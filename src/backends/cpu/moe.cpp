@@ -90,21 +90,8 @@ void moe_group(Context&, const ops::MoeGroupParams& p) {
 void moe_matmul(Context& c, const ops::MoeMatmulParams& p) {
     if (p.geglu) {  // the product into the scratch, then the GEGLU op (ops/moe.h)
         HF2Q_ASSERT(p.w.n_out % 2 == 0 && p.geglu_scratch != nullptr && p.y_prep == nullptr);
-        const int64_t F = p.w.n_out / 2;
-        ops::MoeMatmulParams q = p;
-        q.geglu = false;
-        q.y = p.geglu_scratch;
-        q.y_stride = 0;
-        moe_matmul(c, q);
-        ops::GegluParams g;
-        g.gate = p.geglu_scratch;
-        g.up = p.geglu_scratch + F;
-        g.out = p.y;
-        g.rows = p.n_rows;
-        g.n = F;
-        g.gate_stride = g.up_stride = 2 * F;
-        g.out_stride = p.y_stride ? p.y_stride : F;
-        geglu(c, g);
+        moe_matmul(c, ops::geglu_product(p));
+        geglu(c, ops::geglu_of_product(p));
         return;
     }
     const int64_t n_in = p.w.n_in, xs = p.x_stride ? p.x_stride : n_in;

@@ -140,23 +140,8 @@ void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream
         if (gemm_grouped_tiles(p, p.host_offsets ? &load : nullptr, *env.ws, s)) return;
     }
     if (p.geglu) {  // unfused: the product into the scratch, then the GEGLU op
-        const int64_t F = p.w.n_out / 2;
-        ops::MoeMatmulParams q = p;
-        q.geglu = false;
-        q.y = p.geglu_scratch;
-        q.y_stride = 0;
-        q.y_prep = nullptr;
-        launch_moe_matmul(q, env, s);
-        ops::GegluParams g;
-        g.gate = p.geglu_scratch;
-        g.up = p.geglu_scratch + F;
-        g.out = p.y;
-        g.rows = p.n_rows;
-        g.n = F;
-        g.gate_stride = g.up_stride = 2 * F;
-        g.out_stride = p.y_stride ? p.y_stride : F;
-        g.out_prep = p.y_prep;
-        launch_geglu(g, s);
+        launch_moe_matmul(ops::geglu_product(p), env, s);
+        launch_geglu(ops::geglu_of_product(p), s);
         return;
     }
     if (tiles && p.host_offsets != nullptr) {
