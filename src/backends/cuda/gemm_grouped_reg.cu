@@ -62,11 +62,10 @@ constexpr uint32_t kMagic = 0x43004300u;  // BF16 128.0 in both halves
 //         number of blocks are, which reg_tiles_cover checks).
 //   Q8_0: 80 bytes from the 16-byte boundary at or below the stage's two blocks
 //         (68 bytes), which then start 0, 4, 8 or 12 bytes in (Rows<Q8_0> knows
-//         where): five 16-byte copies instead of seventeen 4-byte ones (with
-//         those, Q8_0 down took 851 µs a call against Q5_0's 575 at pp4096,
-//         docs/performance.md). The last piece may
-//         read up to 12 bytes past the row; allocations carry 16 bytes of slack
-//         (cuda_backend.cu).
+//         where): five 16-byte copies instead of seventeen 4-byte ones (with those,
+//         Q8_0 down took 851 µs a call against Q5_0's 575 at pp4096,
+//         docs/performance.md). The last piece may read up to 12 bytes past the
+//         row; allocations carry 16 bytes of slack (cuda_backend.cu).
 template <GgmlType T>
 struct Stage;
 
