@@ -130,13 +130,14 @@ __device__ __forceinline__ __nv_bfloat162 nibble_pair(uint32_t w) { return as_bf
 // (words), loaded per step so that only one step's words occupy registers; and the
 // A fragment value pair p (0: values k, k + 2; 1: k + 1, k + 3) of row i (frag).
 // Rows are r0 + 8·i of the stage's shared slot sa; R is 4 in the mma.sync kernel
-// (two m16 tiles), 2 in the wgmma one (one warp's 16 rows). scales() also gets
-// the rows' global addresses (low bits: `base`) and the stage index s, which
-// Q8_0 needs to find its blocks in the slot (Stage<Q8_0>).
+// (two m16 tiles), 2 in the wgmma one (one warp's 16 rows). scales() gets the
+// stage index s (Q4_K: which sub-blocks; Q8_0: where its blocks sit in the slot)
+// and the rows' global addresses (low bits: `base`, which Q8_0 needs, Stage<Q8_0>).
 template <GgmlType T, int R>
 struct Rows;
 
-// Q4_K: d1 = d·sc and m1 = dmin·m of the stage's two sub-blocks; value d1·q − m1.
+// Q4_K: d1 = d·sc and m1 = dmin·m of the stage's two sub-blocks 2c and 2c + 1 of
+// its 256-value block (c = stage index % 4: a stage is 64 values); value d1·q − m1.
 // Step s reads the nibble bytes 16·(s % 2) + 4·t4 .. + 3: low nibbles for s < 2
 // (sub-block 2c), high ones for s ≥ 2 (sub-block 2c + 1).
 template <int R>
@@ -144,7 +145,9 @@ struct Rows<GgmlType::Q4_K, R> {
     static constexpr int S = Stage<GgmlType::Q4_K>::kStride;
     uint32_t sc[R], mn[R];
 
-    __device__ void scales(const uint8_t* sa, int r0, int t4, int c, int lane, const uint32_t (&)[R], int64_t) {
+    __device__ void scales(const uint8_t* sa, int r0, int t4, int lane, const uint32_t (&)[R], int64_t s) {
+        static_assert(kBK == 64, "a stage is a quarter of a Q4_K block");
+        const int c = static_cast<int>(s & 3);
         const uint4 h = *reinterpret_cast<const uint4*>(sa + (r0 + 8 * (t4 % R)) * S);  // this lane's row
         float d1[2], m1[2];
 #pragma unroll
@@ -195,7 +198,7 @@ template <int R>
 struct Rows<GgmlType::Q5_0, R> {
     static constexpr int S = Stage<GgmlType::Q5_0>::kStride;
     uint32_t d[R];
-    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane, const uint32_t (&)[R], int64_t) {
+    __device__ void scales(const uint8_t* sa, int r0, int t4, int lane, const uint32_t (&)[R], int64_t) {
         block_scales<S, R>(sa, r0, t4, lane, 22, d);
     }
     __device__ void words(const uint8_t* sa, int r0, int t4, int step, uint32_t (&w)[R][2]) const {
@@ -230,7 +233,7 @@ struct Rows<GgmlType::Q8_0, R> {
     uint32_t d[R];
     int sh[R];
     // Stage s of a row starts 68·s bytes after the row.
-    __device__ void scales(const uint8_t* sa, int r0, int t4, int, int lane, const uint32_t (&base)[R], int64_t s) {
+    __device__ void scales(const uint8_t* sa, int r0, int t4, int lane, const uint32_t (&base)[R], int64_t s) {
         int mine = 0;  // the shift of the row whose scales this lane decodes (t4 % R)
 #pragma unroll
         for (int i = 0; i < R; ++i) {
@@ -370,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_reg_gemm_kernel(TileArgs 
         const unsigned char* const slot = smem_raw + (s % kStages) * G::template kStageBytes<T>;
         const __nv_bfloat16* const sb = reinterpret_cast<const __nv_bfloat16*>(slot + G::template kABytes<T>);
         Rows<T, kRows> rw;
-        rw.scales(slot, row0, t4, static_cast<int>((s * kBK >> 6) & 3), lane, base, s);
+        rw.scales(slot, row0, t4, lane, base, s);
 #pragma unroll
         for (int step = 0; step < kBK / 16; ++step) {
             uint32_t words[kRows][2];
@@ -471,7 +474,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_wgmma_gemm_kernel(TileArg
 
         const unsigned char* const slot = smem + (s % kStages) * kStageBytes;
         Rows<T, 2> rw;
-        rw.scales(slot + kBBytes, row0, t4, static_cast<int>((s * kBK >> 6) & 3), lane, base, s);
+        rw.scales(slot + kBBytes, row0, t4, lane, base, s);
 #pragma unroll
         for (int step = 0; step < kBK / 16; ++step) {
             uint32_t words[2][2];
