@@ -62,6 +62,24 @@ protected:
         return q;
     }
 
+    // Runs m on the GPU into a new y of n rows × ys values whose columns F .. ys − 1
+    // hold a sentinel; returns columns 0 .. F − 1 of every row, and in pad_kept
+    // whether every sentinel survived (nothing written outside the outputs).
+    std::vector<float> moe_matmul_padded(ops::MoeMatmulParams m, size_t n, int64_t F, int64_t ys, bool& pad_kept) {
+        const size_t f = static_cast<size_t>(F), s = static_cast<size_t>(ys);
+        m.y_stride = ys;
+        m.y = dev(std::vector<float>(n * s, 7.0f));
+        gpu->moe_matmul(m);
+        const auto out = host(m.y, n * s);
+        std::vector<float> got(n * f);
+        pad_kept = true;
+        for (size_t r = 0; r < n; ++r) {
+            for (size_t j = 0; j < f; ++j) got[r * f + j] = out[r * s + j];
+            for (size_t c = f; c < s; ++c) pad_kept = pad_kept && out[r * s + c] == 7.0f;
+        }
+        return got;
+    }
+
     std::unique_ptr<ops::Backend> gpu, gpu32, cpu;
     std::mt19937 rng{1234};
 };
@@ -947,17 +965,8 @@ TEST_F(CudaOps, GroupedTileGemmMatchesBf16Reference) {
                     m.x_n_rows = T;  // the register kernels then gather the rows themselves
                     m.x = dev(x);
                     m.n_rows = static_cast<int64_t>(n);
-                    m.y_stride = ys;
-                    m.y = dev(std::vector<float>(n * static_cast<size_t>(ys), 7.0f));
-                    gpu->moe_matmul(m);
-                    const auto out = host(m.y, n * static_cast<size_t>(ys));
-                    std::vector<float> got(ref.size());
-                    bool pad_kept = true;
-                    for (size_t r = 0; r < n; ++r) {
-                        std::copy(out.begin() + static_cast<std::ptrdiff_t>(r * ys),
-                                  out.begin() + static_cast<std::ptrdiff_t>(r * ys + F), got.begin() + static_cast<std::ptrdiff_t>(r * F));
-                        for (int64_t c = F; c < ys; ++c) pad_kept = pad_kept && out[r * ys + static_cast<size_t>(c)] == 7.0f;
-                    }
+                    bool pad_kept = false;
+                    const std::vector<float> got = moe_matmul_padded(m, n, F, ys, pad_kept);
                     const std::string what = std::string(ggml_type_name(t)) + " H=" + std::to_string(H) +
                                              " F=" + std::to_string(F) + " rows=" + std::to_string(n);
                     EXPECT_LT(rel_err(got, ref), 1e-4) << what;
@@ -1025,16 +1034,8 @@ TEST_F(CudaOps, GroupedGegluEpilogue) {
 
                 m.geglu = true;
                 m.geglu_scratch = gpu->alloc_array<float>(n * 2 * f);
-                m.y_stride = ys;
-                m.y = dev(std::vector<float>(n * static_cast<size_t>(ys), 7.0f));
-                gpu->moe_matmul(m);
-                const auto out = host(m.y, n * static_cast<size_t>(ys));
-                std::vector<float> got(ref.size());
-                bool pad_kept = true;
-                for (size_t r = 0; r < n; ++r) {
-                    for (size_t j = 0; j < f; ++j) got[r * f + j] = out[r * static_cast<size_t>(ys) + j];
-                    for (int64_t c = F; c < ys; ++c) pad_kept = pad_kept && out[r * static_cast<size_t>(ys) + static_cast<size_t>(c)] == 7.0f;
-                }
+                bool pad_kept = false;
+                const std::vector<float> got = moe_matmul_padded(m, n, F, ys, pad_kept);
                 const std::string what = std::string(ggml_type_name(t)) + " F=" + std::to_string(F) +
                                          " rows=" + std::to_string(n) + (device_only ? " device offsets" : "");
                 EXPECT_LT(rel_err(got, ref), 1e-5) << what;
