@@ -138,7 +138,7 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// The shared-memory descriptor of a K-major BF16 operand in the 128-byte swizzle:
+// The shared-memory descriptor of a K-major 16-bit (BF16 or F16) operand in the 128-byte swizzle:
 // rows of 64 values (128 bytes), 8-row groups 1,024 bytes apart, the 16-byte chunk
 // c of row r stored at chunk c ^ (r % 8), the group base 1,024-byte aligned. A k16
 // step starts 32 bytes further (the hardware applies the swizzle to the sum).
