@@ -49,8 +49,12 @@ inline unsigned grid_1d(int64_t n, int threads) {
 // before its predecessor, and the kernel after it (which waits only for its
 // direct predecessor) would then read unfinished results. Outside such a launch
 // both instructions do nothing. The one exception to "before any memory access":
-// hints about bytes no kernel writes (the integer GEMV's L2 prefetch of its weight
-// rows) may come first, which is what lets them overlap the predecessor.
+// bytes no kernel writes, i.e. model weights, may be touched first, both hints (the
+// integer GEMV's L2 prefetch of its weight rows) and reads (residual_norms_kernel's
+// norm weights, elementwise.cu), which is what lets their latency overlap the
+// predecessor. That is safe because weights are written only by the uploads of
+// model loading, which synchronise before any forward pass, so no kernel still
+// running can be writing them.
 __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -153,46 +153,150 @@ __device__ __forceinline__ float4 map4(float4 a, float4 b, F f) {
     return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
 }
 
+// The float4 value groups of a row that a thread of the row-in-registers kernels
+// holds: threadIdx.x + k·blockDim.x for k < kRowVecs.
+__device__ __forceinline__ int64_t row_slot(int k) {
+    return threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+}
+__device__ __forceinline__ float4 load4(const float* base, int64_t i) {
+    return reinterpret_cast<const float4*>(base)[i];
+}
+
+// The norm weights residual_norms_kernel applies to a thread's row slots, by slot:
+// w[0]; w[1] and sum_w (two branches, else none); out_w[j] (j < n_out, nullptr for
+// a weightless output). Early, all are loaded into registers before pdl_begin():
+// they are model weights, which no kernel writes (common.cuh), and the weight
+// streaming of a decode step evicts them from L2, so loading each after the block
+// reduction that precedes its use would add a DRAM round trip to a one-row kernel
+// that is a chain of such latencies; loaded early they overlap the previous
+// kernel's tail. Late (rows too wide to keep them all in registers), each is loaded
+// where it is used.
+enum NormWeightSlot { kW0, kW1, kSumW, kOutW };
+
+template <bool kEarly>
+struct NormWeights {
+    static constexpr int kSlots = kOutW + ops::ResidualNormsParams::kMaxOut;
+    const float* w[kSlots];
+    float4 v[kEarly ? kSlots : 1][kRowVecs];
+
+    __device__ NormWeights(const ops::ResidualNormsParams& p, int64_t n4) {
+        const bool two = p.n_branch == 2;
+        w[kW0] = p.w[0];
+        w[kW1] = two ? p.w[1] : nullptr;
+        w[kSumW] = two ? p.sum_w : nullptr;
+#pragma unroll
+        for (int j = 0; j < ops::ResidualNormsParams::kMaxOut; ++j) w[kOutW + j] = j < p.n_out ? p.out_w[j] : nullptr;
+        if constexpr (kEarly) {
+#pragma unroll
+            for (int s = 0; s < kSlots; ++s) {
+#pragma unroll
+                for (int k = 0; k < kRowVecs; ++k)
+                    if (w[s] != nullptr && row_slot(k) < n4) v[s][k] = load4(w[s], row_slot(k));
+            }
+        }
+    }
+    // Slot s's weights at row slot k, value group i = row_slot(k) < n4 (s and k
+    // compile-time constants after unrolling, so v stays in registers).
+    __device__ __forceinline__ float4 at(int s, int k, int64_t i) const {
+        if constexpr (kEarly)
+            return v[s][k];
+        else
+            return load4(w[s], i);
+    }
+};
+
+// The MoE combine (ops/moe.h) of row r at a thread's row slots: for j < c.k, with
+// e = r·c.k + j, b1 += c.weights[e] · (expert row c.slot_of[e] of c.y), in increasing
+// j with moe_combine_kernel's float operations (so the sums are bit-identical). Per
+// chunk of kChunk experts, all weights and slots are loaded first, then all y rows:
+// two dependent memory latencies per chunk, where a loop over j, whose count is
+// known only at run time, waits for both per expert.
+template <int kChunk>
+__device__ __forceinline__ void combine_rows(const ops::MoeCombineParams& c, int64_t r, int64_t n4,
+                                             float4 (&b1)[kRowVecs]) {
+#pragma unroll
+    for (int k = 0; k < kRowVecs; ++k) b1[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int64_t j0 = 0; j0 < c.k; j0 += kChunk) {
+        const int64_t m = c.k - j0;  // this chunk's experts: min(m, kChunk)
+        float wj[kChunk];
+        const float* yj[kChunk];
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+            if (j >= m) break;
+            const int64_t sl = r * c.k + j0 + j;
+            wj[j] = c.weights[sl];
+            yj[j] = c.y + static_cast<int64_t>(c.slot_of[sl]) * c.y_stride;
+        }
+        float4 yv[kChunk][kRowVecs];
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+            if (j >= m) break;
+#pragma unroll
+            for (int k = 0; k < kRowVecs; ++k)
+                if (row_slot(k) < n4) yv[j][k] = load4(yj[j], row_slot(k));
+        }
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+            if (j >= m) break;
+#pragma unroll
+            for (int k = 0; k < kRowVecs; ++k) {
+                if (row_slot(k) >= n4) continue;
+                const float w = wj[j];
+                const float4 y = yv[j][k], a = b1[k];
+                b1[k] = make_float4(a.x + w * y.x, a.y + w * y.y, a.z + w * y.z, a.w + w * y.w);
+            }
+        }
+    }
+}
+
+// Threads per block up to which residual_norms_kernel loads its norm weights early
+// (NormWeights): rows of up to 4·kRowVecs·384 = 3072 values, which covers Gemma 4's
+// E2B, E4B and 26B-A4B. The registers that takes (ptxas: 162 a thread, of the 168
+// that 384 threads may have) would not fit a wider row's block on one SM.
+constexpr int kEarlyMaxThreads = 384;
+// And only for decode-sized batches: its blocks take most of an SM's registers, so
+// at a prompt's thousands of rows the late kernel's three blocks per SM hide the
+// latencies better.
+constexpr int64_t kEarlyMaxRows = 64;
+
+// Experts per chunk of combine_rows: Gemma 4's top 8 at once in the early kernel;
+// 2 in the late one, whose 1024 threads have 64 registers each (chunks of 4 spill).
+template <bool kEarly>
+constexpr int kCombineChunk = kEarly ? 8 : 2;
+
 // ops::ResidualNormsParams, one block per row held in registers as in
 // rms_norm_row_kernel: branch norm(s), residual update, output norms, with three
 // (two branches) or two block reductions and one pass over memory. Each element
 // step is rounded on its own, in the order of the rms_norm sequence it replaces.
 // Outputs with a prepared buffer are also quantized for the integer GEMV: 8
 // consecutive threads hold a 32-value block (blockDim is a multiple of 32). With
-// c.k > 0 (p.combine), b1 is the experts' weighted combine, summed here in slot
-// order as moe_combine_kernel does.
-__global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombineParams c) {
+// c.k > 0 (p.combine), b1 is the experts' weighted combine (combine_rows). kEarly:
+// the norm weights are loaded before the wait (NormWeights).
+template <bool kEarly>
+__global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
+    residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombineParams c) {
+    const int64_t r = blockIdx.x, n4 = p.n / 4;
+    const NormWeights<kEarly> nw(p, n4);
     pdl_begin();
     __shared__ float2 shared[32];
-    const int64_t r = blockIdx.x, n4 = p.n / 4;
-    auto vec = [&](const float* base, int64_t i) { return reinterpret_cast<const float4*>(base)[i]; };
-    auto at = [&](const float* base, int64_t i) { return vec(base + r * p.n, i); };
-    auto index = [&](int k) { return threadIdx.x + static_cast<int64_t>(k) * blockDim.x; };
-    const bool two = p.n_branch == 2;
+    auto at = [&](const float* base, int64_t i) { return load4(base + r * p.n, i); };
+    const bool two = p.n_branch == 2, combine = two && c.k > 0;
     float4 h[kRowVecs], x[kRowVecs], b1[kRowVecs];
-    float2 ss = make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
-        const int64_t i = index(k);
+        const int64_t i = row_slot(k);
         if (i >= n4) continue;
         h[k] = at(p.b[0], i);
         x[k] = at(p.x, i);
+        if (two && !combine) b1[k] = at(p.b[1], i);
+    }
+    if (combine) combine_rows<kCombineChunk<kEarly>>(c, r, n4, b1);
+    float2 ss = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int k = 0; k < kRowVecs; ++k) {
+        if (row_slot(k) >= n4) continue;
         ss.x += sum_sq(h[k]);
-        if (two) {
-            if (c.k > 0) {
-                float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                for (int64_t j = 0; j < c.k; ++j) {
-                    const int64_t sl = r * c.k + j;
-                    const float wj = c.weights[sl];
-                    const float4 yv = vec(c.y + static_cast<int64_t>(c.slot_of[sl]) * c.y_stride, i);
-                    acc = make_float4(acc.x + wj * yv.x, acc.y + wj * yv.y, acc.z + wj * yv.z, acc.w + wj * yv.w);
-                }
-                b1[k] = acc;
-            } else {
-                b1[k] = at(p.b[1], i);
-            }
-            ss.y += sum_sq(b1[k]);
-        }
+        if (two) ss.y += sum_sq(b1[k]);
     }
     ss = block_sum2(ss, shared);
     const float inv0 = inv_rms(ss.x, p.n, p.eps), inv1 = inv_rms(ss.y, p.n, p.eps);
@@ -200,11 +304,12 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombin
     float ssh = 0.0f;
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
-        const int64_t i = index(k);
+        const int64_t i = row_slot(k);
         if (i >= n4) continue;
-        h[k] = map4(h[k], vec(p.w[0], i), normed(inv0));
+        h[k] = map4(h[k], nw.at(kW0, k, i), normed(inv0));
         if (two) {
-            h[k] = map4(h[k], map4(b1[k], vec(p.w[1], i), normed(inv1)), [](float a, float b) { return __fadd_rn(a, b); });
+            h[k] = map4(h[k], map4(b1[k], nw.at(kW1, k, i), normed(inv1)),
+                        [](float a, float b) { return __fadd_rn(a, b); });
             ssh += sum_sq(h[k]);
         }
     }
@@ -214,9 +319,9 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombin
     float4* xo = reinterpret_cast<float4*>(p.x + r * p.n);
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
-        const int64_t i = index(k);
+        const int64_t i = row_slot(k);
         if (i >= n4) continue;
-        const float4 hk = two ? map4(h[k], vec(p.sum_w, i), normed(invh)) : h[k];
+        const float4 hk = two ? map4(h[k], nw.at(kSumW, k, i), normed(invh)) : h[k];
         x[k] = map4(x[k], hk, [&](float a, float v) {
             const float s = __fadd_rn(a, v);
             return p.scale != 1.0f ? __fmul_rn(s, p.scale) : s;
@@ -226,22 +331,24 @@ __global__ void residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombin
     }
     if (p.n_out == 0) return;
     const float invx = inv_rms(block_sum2(make_float2(ssx, 0.0f), shared).x, p.n, p.eps);
-    for (int j = 0; j < p.n_out; ++j) {
+#pragma unroll  // constant output slots keep NormWeights' registers
+    for (int j = 0; j < ops::ResidualNormsParams::kMaxOut; ++j) {
+        if (j >= p.n_out) break;
         float4* y = reinterpret_cast<float4*>(p.y[j] + r * p.n);
-        const float* w = p.out_w[j];
+        const bool has_w = p.out_w[j] != nullptr;
         const float s = p.out_scale[j];
         const bool prep = p.y_prep[j] != nullptr;
         const Q8View yq = q8_view(p.y_prep[j], p.rows, p.n);
 #pragma unroll
         for (int k = 0; k < kRowVecs; ++k) {
-            const int64_t i = index(k);
+            const int64_t i = row_slot(k);
             const bool in = i < n4;
             float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (in) {
-                const float4 wk = w ? vec(w, i) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+                const float4 wk = has_w ? nw.at(kOutW + j, k, i) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
                 o = map4(x[k], wk, [&](float v, float wi) {
                     float a = __fmul_rn(v, invx);
-                    if (w) a = __fmul_rn(a, wi);
+                    if (has_w) a = __fmul_rn(a, wi);
                     return s != 1.0f ? __fmul_rn(a, s) : a;
                 });
                 y[i] = o;
@@ -404,8 +511,11 @@ bool launch_residual_norms(const ops::ResidualNormsParams& p, cudaStream_t s) {
     if (p.rows <= 0) return true;
     const int64_t per_thread = (n4 + kRowVecs - 1) / kRowVecs;
     const int threads = static_cast<int>(std::max<int64_t>(32, (per_thread + 31) / 32 * 32));
-    launch(residual_norms_kernel, static_cast<unsigned>(p.rows), threads, 0, s, p,
-           p.combine ? *p.combine : ops::MoeCombineParams{});
+    const ops::MoeCombineParams c = p.combine ? *p.combine : ops::MoeCombineParams{};
+    if (threads <= kEarlyMaxThreads && p.rows <= kEarlyMaxRows)
+        launch(residual_norms_kernel<true>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
+    else
+        launch(residual_norms_kernel<false>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
     HF2Q_CUDA_LAUNCH_CHECK();
     return true;
 }
