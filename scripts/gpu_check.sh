@@ -82,7 +82,7 @@ has bench26 && bench g26 gemma4-26b-a4b
 has profile && { step profile_g26 $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p 4096 -n 32 -b 1,64 -d 0 -r 1 -ub 4096 --profile;
                  cat "$out/profile_g26.log"; }
 if has kernels; then
-  step ncu_g26 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-count 6000 \
+  step ncu_g26 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --launch-count 6000 \
     $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p "" -n 2 -r 1 --no-graphs
   python3 scripts/ncu_kernel_sums.py "$out/ncu_g26.log" 4 | tee "$out/ncu_g26_summary.txt"
 fi

@@ -90,6 +90,10 @@ struct ContextOptions {
     MatmulObserver matmul_observer;  // optional
     DevicePrecision device_precision = DevicePrecision::tensor_cores;
     bool graphs = true;         // replay decode-sized batches as device graphs (CUDA graphs)
+    // Run independent branches of a layer concurrently where the backend can (CUDA: a
+    // MoE layer's routed experts on a second stream beside its dense MLP, in batches
+    // of up to 64 tokens). Off: one after the other; the results are the same bit for bit.
+    bool concurrent_branches = true;
     // Capacity of the full-attention KV cache, shared by all sequences through the
     // paged block tables (each sequence still ends at n_ctx). At most one of:
     int64_t kv_tokens = 0;         // tokens; 0: n_seq_max × n_ctx (every sequence full)

@@ -40,6 +40,10 @@ inline void check_matmul_multi(const MultiMatmulParams& p) {
             fail("matmul_multi: weight ", i, " takes ", p.w[i].n_in, " inputs, weight 0 takes ", p.w[0].n_in);
 }
 
+inline void check_moe_route_group(const MoeRouteParams& r, const MoeGroupParams& g) {
+    HF2Q_ASSERT(g.ids == r.ids && g.n_tokens == r.n_tokens && g.k == r.k && g.n_experts == r.n_experts);
+}
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -77,6 +81,18 @@ public:
     // Sizes matmul workspaces for inputs of up to `elems` activation values
     // (tokens × input width), so no op allocates later (graphs keep pointers).
     virtual void reserve_matmul_inputs(int64_t elems) { (void)elems; }
+
+    // Two independent chains of ops (a MoE layer's dense MLP and its routed experts).
+    // The ops issued between begin_side() and end_side() form the side chain; it may
+    // run concurrently with the ops issued after end_side(), until join_side(), after
+    // which every op sees the results of both chains. The two chains must not write
+    // what the other reads or writes. One side chain at a time; inside a capture()
+    // the side chain is joined before the body returns. download() and synchronize()
+    // wait for both chains. Defaults: nothing (ops run in issue order, a valid
+    // schedule of the two chains).
+    virtual void begin_side() {}
+    virtual void end_side() {}
+    virtual void join_side() {}
 
     template <class T>
     T* alloc_array(size_t n) {
@@ -168,6 +184,14 @@ public:
     virtual void attention(const AttentionParams& p) = 0;
     virtual void moe_route(const MoeRouteParams& p) = 0;
     virtual void moe_group(const MoeGroupParams& p) = 0;
+    // The routing, then the grouping of its result (g.ids == r.ids, g.n_tokens ==
+    // r.n_tokens, g.k == r.k, g.n_experts == r.n_experts), as one op so a backend can
+    // fuse the two for small batches. Default: the two ops.
+    virtual void moe_route_group(const MoeRouteParams& r, const MoeGroupParams& g) {
+        check_moe_route_group(r, g);
+        moe_route(r);
+        moe_group(g);
+    }
     virtual void moe_matmul(const MoeMatmulParams& p) = 0;
     virtual void moe_combine(const MoeCombineParams& p) = 0;
 

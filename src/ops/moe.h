@@ -59,7 +59,9 @@ struct MoeMatmulParams {
     float* y = nullptr;            // [n_rows][y_stride]
     int64_t y_stride = 0;          // 0 means n_out
     int64_t n_rows = 0;            // offsets[n_experts]
-    const void* x_prep = nullptr;  // optional, without x_rows: x prepared (ops/prepared.h)
+    const void* x_prep = nullptr;  // optional: x prepared (ops/prepared.h): its n_rows rows,
+                                   // or with x_rows its x_n_rows rows (x_n_rows > 0
+                                   // required), which the gather then indexes
 
     // GEGLU epilogue (Gemma's gate_up experts). With geglu, W_e's n_out = 2F rows are
     // the gate rows [0, F), then the up rows [F, 2F), and y gets

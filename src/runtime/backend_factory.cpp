@@ -16,7 +16,7 @@ bool cuda_available() {
 #endif
 }
 
-std::unique_ptr<ops::Backend> make_backend(BackendKind kind, int n_threads, bool f32_matmul) {
+std::unique_ptr<ops::Backend> make_backend(BackendKind kind, int n_threads, bool f32_matmul, bool concurrent_branches) {
     switch (kind) {
         case BackendKind::cpu:
             return cpu::make_backend(n_threads);
@@ -25,10 +25,12 @@ std::unique_ptr<ops::Backend> make_backend(BackendKind kind, int n_threads, bool
         {
             cuda::CudaOptions o;
             o.precision = f32_matmul ? cuda::MatmulPrecision::f32 : cuda::MatmulPrecision::bf16;
+            o.concurrent_side = concurrent_branches;
             return cuda::make_backend(o);
         }
 #else
             (void)f32_matmul;
+            (void)concurrent_branches;
             fail("this hf2q was built without CUDA (configure with -DHF2Q_CUDA=ON on a machine with nvcc)");
 #endif
     }
@@ -40,6 +42,7 @@ std::unique_ptr<ops::Backend> make_weight_store(BackendKind kind) {
     if (kind == BackendKind::cuda) {
         cuda::CudaOptions o;
         o.workspaces = false;
+        o.concurrent_side = false;
         return cuda::make_backend(o);
     }
 #endif

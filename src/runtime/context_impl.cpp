@@ -32,7 +32,8 @@ void check_options(const ContextOptions& o) {
 ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : model_(model), opts_(opts) {
     check_options(opts);
     const auto& c = model.config();
-    backend_ = make_backend(opts.backend, opts.n_threads, opts.device_precision == DevicePrecision::f32);
+    backend_ = make_backend(opts.backend, opts.n_threads, opts.device_precision == DevicePrecision::f32,
+                            opts.concurrent_branches);
     if (opts.profile_ops) {
         auto profiler = std::make_unique<ProfilingBackend>(std::move(backend_));
         profiler_ = profiler.get();

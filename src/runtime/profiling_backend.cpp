@@ -66,6 +66,8 @@ std::string ProfilingBackend::key_name(const Key& k) {
             return "moe_route";
         case Op::moe_group:
             return "moe_group";
+        case Op::moe_route_group:
+            return "moe_route_group";
         case Op::moe_matmul:
             return with_type("moe_matmul");
         case Op::moe_combine:
@@ -151,6 +153,9 @@ void ProfilingBackend::moe_route(const ops::MoeRouteParams& p) {
 }
 void ProfilingBackend::moe_group(const ops::MoeGroupParams& p) {
     timed({Op::moe_group}, [&] { inner_->moe_group(p); });
+}
+void ProfilingBackend::moe_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g) {
+    timed({Op::moe_route_group}, [&] { inner_->moe_route_group(r, g); });
 }
 void ProfilingBackend::moe_matmul(const ops::MoeMatmulParams& p) {
     timed({Op::moe_matmul, kNoVariant, p.w.type}, [&] { inner_->moe_matmul(p); });

@@ -51,6 +51,11 @@ class ProfilingBackend final : public ops::Backend {
     // synchronize), so while enabled there are no graphs: the caller runs the ops.
     std::unique_ptr<ops::Graph> capture(const std::function<void()>& body) override;
     void reserve_matmul_inputs(int64_t elems) override { inner_->reserve_matmul_inputs(elems); }
+    // Forwarded untimed (they only order work); each op of either chain is still
+    // timed on its own between two synchronize() calls.
+    void begin_side() override { inner_->begin_side(); }
+    void end_side() override { inner_->end_side(); }
+    void join_side() override { inner_->join_side(); }
 
     void rms_norm(const ops::RmsNormParams& p) override;
     void residual_norms(const ops::ResidualNormsParams& p) override;
@@ -65,6 +70,7 @@ class ProfilingBackend final : public ops::Backend {
     void attention(const ops::AttentionParams& p) override;
     void moe_route(const ops::MoeRouteParams& p) override;
     void moe_group(const ops::MoeGroupParams& p) override;
+    void moe_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g) override;
     void moe_matmul(const ops::MoeMatmulParams& p) override;
     void moe_combine(const ops::MoeCombineParams& p) override;
 
@@ -96,6 +102,7 @@ class ProfilingBackend final : public ops::Backend {
         attention,
         moe_route,
         moe_group,
+        moe_route_group,
         moe_matmul,
         moe_combine,
         gather_rows,

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -128,9 +129,9 @@ TEST_F(CudaOps, RmsNormWithWeightAndResidual) {
 // the layer scalar, and a misaligned case.
 TEST_F(CudaOps, ResidualNormsMatchCpu) {
     for (int64_t n : {6, 256, 2816, 8192, 8196}) {
-        for (int64_t rows : {1, 3, 64}) {
+        for (int64_t rows : {1, 3, 64, 65}) {
             for (int branches = 1; branches <= 2; ++branches) {
-                for (int n_out : {0, 3}) {
+                for (int n_out : {0, 1, 3}) {
                     for (int64_t shift : {0, 1}) {  // shift 1: rows off 16-byte boundaries
                         if (shift == 1 && (n != 2816 || rows != 3)) continue;
                         const size_t rn = static_cast<size_t>(rows * n);
@@ -195,62 +196,65 @@ TEST_F(CudaOps, ResidualNormsMatchCpu) {
 }
 
 // residual_norms with the experts' combine as its second branch (MoE layers), on
-// the device (fused) and through the CPU's op sequence.
+// the device (fused; its combine loads the experts in chunks of 8 or 2: K = 11
+// crosses chunks, rows above 64 and n = 8192 take the kernel without early weights)
+// and through the CPU's op sequence (n = 8196).
 TEST_F(CudaOps, ResidualNormsWithCombineMatchCpu) {
-    const int64_t K = 4;
-    for (int64_t n : {256, 2816, 8196}) {
-        for (int64_t rows : {1, 5, 64}) {
-            const size_t rn = static_cast<size_t>(rows * n);
-            const auto x = randn(rn, 2.0f), b0 = randn(rn, 5.0f), y = randn(rn * K);
-            const auto w0 = randn(static_cast<size_t>(n)), w1 = randn(static_cast<size_t>(n)),
-                       ws = randn(static_cast<size_t>(n)), wy = randn(static_cast<size_t>(n)),
-                       cw = randn(static_cast<size_t>(rows * K), 0.3f);
-            std::vector<int32_t> slot(static_cast<size_t>(rows * K));
-            for (size_t i = 0; i < slot.size(); ++i) slot[i] = static_cast<int32_t>((i * 7 + 3) % slot.size());
-            auto params = [&](float* px, float* pb0, float* pb1, const float* pw0, const float* pw1, const float* pws,
-                              float* py, const float* pwy, ops::MoeCombineParams& cb) {
-                cb.y = nullptr;
-                ops::ResidualNormsParams p;
-                p.x = px;
-                p.rows = rows;
-                p.n = n;
-                p.n_branch = 2;
-                p.b[0] = pb0;
-                p.b[1] = pb1;
-                p.w[0] = pw0;
-                p.w[1] = pw1;
-                p.sum_w = pws;
-                p.scale = 0.5f;
-                p.n_out = 1;
-                p.y[0] = py;
-                p.out_w[0] = pwy;
-                cb.y_stride = n;
-                cb.out = pb1;
-                cb.out_stride = n;
-                cb.n_tokens = rows;
-                cb.k = K;
-                cb.n = n;
-                p.combine = &cb;
-                return p;
-            };
-            std::vector<float> cx = x, cb0 = b0, cb1(rn), cy(rn);
-            ops::MoeCombineParams ccb;
-            ops::ResidualNormsParams c = params(cx.data(), cb0.data(), cb1.data(), w0.data(), w1.data(), ws.data(),
-                                                cy.data(), wy.data(), ccb);
-            ccb.y = y.data();
-            ccb.slot_of = slot.data();
-            ccb.weights = cw.data();
-            cpu->residual_norms(c);
-            float *dx = dev(x), *dy = gpu->alloc_array<float>(rn);
-            ops::MoeCombineParams gcb;
-            ops::ResidualNormsParams g = params(dx, dev(b0), gpu->alloc_array<float>(rn), dev(w0), dev(w1), dev(ws), dy,
-                                                dev(wy), gcb);
-            gcb.y = dev(y);
-            gcb.slot_of = dev(slot);
-            gcb.weights = dev(cw);
-            gpu->residual_norms(g);
-            EXPECT_LT(rel_err(host(dx, rn), cx), 1e-6) << "n=" << n << " rows=" << rows << " (x)";
-            EXPECT_LT(rel_err(host(dy, rn), cy), 1e-6) << "n=" << n << " rows=" << rows << " (y)";
+    for (int64_t K : {1, 4, 8, 11}) {
+        for (int64_t n : {256, 2816, 8192, 8196}) {
+            for (int64_t rows : {1, 5, 64, 65}) {
+                const size_t rn = static_cast<size_t>(rows * n);
+                const auto x = randn(rn, 2.0f), b0 = randn(rn, 5.0f), y = randn(rn * K);
+                const auto w0 = randn(static_cast<size_t>(n)), w1 = randn(static_cast<size_t>(n)),
+                           ws = randn(static_cast<size_t>(n)), wy = randn(static_cast<size_t>(n)),
+                           cw = randn(static_cast<size_t>(rows * K), 0.3f);
+                std::vector<int32_t> slot(static_cast<size_t>(rows * K));
+                for (size_t i = 0; i < slot.size(); ++i) slot[i] = static_cast<int32_t>((i * 7 + 3) % slot.size());
+                auto params = [&](float* px, float* pb0, float* pb1, const float* pw0, const float* pw1, const float* pws,
+                                  float* py, const float* pwy, ops::MoeCombineParams& cb) {
+                    cb.y = nullptr;
+                    ops::ResidualNormsParams p;
+                    p.x = px;
+                    p.rows = rows;
+                    p.n = n;
+                    p.n_branch = 2;
+                    p.b[0] = pb0;
+                    p.b[1] = pb1;
+                    p.w[0] = pw0;
+                    p.w[1] = pw1;
+                    p.sum_w = pws;
+                    p.scale = 0.5f;
+                    p.n_out = 1;
+                    p.y[0] = py;
+                    p.out_w[0] = pwy;
+                    cb.y_stride = n;
+                    cb.out = pb1;
+                    cb.out_stride = n;
+                    cb.n_tokens = rows;
+                    cb.k = K;
+                    cb.n = n;
+                    p.combine = &cb;
+                    return p;
+                };
+                std::vector<float> cx = x, cb0 = b0, cb1(rn), cy(rn);
+                ops::MoeCombineParams ccb;
+                ops::ResidualNormsParams c = params(cx.data(), cb0.data(), cb1.data(), w0.data(), w1.data(), ws.data(),
+                                                    cy.data(), wy.data(), ccb);
+                ccb.y = y.data();
+                ccb.slot_of = slot.data();
+                ccb.weights = cw.data();
+                cpu->residual_norms(c);
+                float *dx = dev(x), *dy = gpu->alloc_array<float>(rn);
+                ops::MoeCombineParams gcb;
+                ops::ResidualNormsParams g = params(dx, dev(b0), gpu->alloc_array<float>(rn), dev(w0), dev(w1), dev(ws), dy,
+                                                    dev(wy), gcb);
+                gcb.y = dev(y);
+                gcb.slot_of = dev(slot);
+                gcb.weights = dev(cw);
+                gpu->residual_norms(g);
+                EXPECT_LT(rel_err(host(dx, rn), cx), 1e-6) << "K=" << K << " n=" << n << " rows=" << rows << " (x)";
+                EXPECT_LT(rel_err(host(dy, rn), cy), 1e-6) << "K=" << K << " n=" << n << " rows=" << rows << " (y)";
+            }
         }
     }
 }
@@ -689,6 +693,8 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
     const auto [wd, wdrb] = random_quantized(GgmlType::Q5_0, E * 64, F, 0.05f);
     const ops::WeightView q4{GgmlType::Q4_K, H, 96, wrb, dev(wq)}, q6{GgmlType::Q6_K, H, 40, w6rb, dev(w6)};
     const ops::WeightView down{GgmlType::Q5_0, F, 64, wdrb, dev(wd)};
+    const auto [wgu, gurb] = random_quantized(GgmlType::Q4_K, E * 64, H, 0.05f);
+    const ops::WeightView gate_up{GgmlType::Q4_K, H, 64, gurb, dev(wgu)};
     for (int64_t T : {1, 3, 16}) {
         for (int64_t shift : {0, 1}) {
             const std::string what = "T=" + std::to_string(T) + " shift=" + std::to_string(shift);
@@ -735,11 +741,43 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
             EXPECT_EQ(host(y[2], static_cast<size_t>(T * 96)), host(y[3], static_cast<size_t>(T * 96))) << what;
             EXPECT_EQ(host(mm.y[1], static_cast<size_t>(T * 40)), plain6) << what;
             EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[2], static_cast<size_t>(T * 96))) << what;
-            // The matmul really reads the prepared rows: zeroed, they give zeros.
+            // The experts' gate_up reads the T prepared rows through the grouping's gather
+            // (x_rows, x_n_rows = T), plain and with the GEGLU epilogue.
+            const auto gids = random_routing(rng, T, K, E);
+            const int64_t gn = T * K;
+            std::vector<int32_t> goff(E + 1), grows(static_cast<size_t>(gn)), gslot(static_cast<size_t>(gn));
+            cpu->moe_group({gids.data(), T, K, E, goff.data(), grows.data(), gslot.data()});
+            ops::MoeMatmulParams eg;
+            eg.w = gate_up;
+            eg.expert_bytes = gurb * 64;
+            eg.n_experts = E;
+            eg.offsets = dev(goff);
+            eg.x_rows = dev(grows);
+            eg.x_n_rows = T;
+            eg.x = dy + shift;
+            eg.n_rows = gn;
+            const size_t gu_out = static_cast<size_t>(gn * 64);
+            std::vector<std::vector<float>> gathered[2];  // [geglu][prepared]
+            for (int geglu = 0; geglu < 2; ++geglu) {
+                eg.geglu = geglu == 1;
+                eg.geglu_scratch = eg.geglu ? gpu->alloc_array<float>(gu_out) : nullptr;
+                for (int prepared = 0; prepared < 2; ++prepared) {
+                    eg.x_prep = prepared == 1 ? yp : nullptr;
+                    eg.y = gpu->alloc_array<float>(gu_out);
+                    gpu->moe_matmul(eg);
+                    gathered[geglu].push_back(host(eg.y, eg.geglu ? gu_out / 2 : gu_out));
+                }
+                EXPECT_EQ(gathered[geglu][0], gathered[geglu][1]) << what << " gathered, geglu " << geglu;
+            }
+            // The matmuls really read the prepared rows: zeroed, they give zeros.
             gpu->fill_zero(yp, gpu->prepared_bytes(T, H));
             m.y = y[1];
             gpu->matmul(m);
             EXPECT_EQ(host(y[1], static_cast<size_t>(T * 96)), std::vector<float>(static_cast<size_t>(T * 96), 0.0f));
+            eg.geglu = false;
+            eg.geglu_scratch = nullptr;
+            gpu->moe_matmul(eg);
+            EXPECT_EQ(host(eg.y, gu_out), std::vector<float>(gu_out, 0.0f)) << what << " gathered";
 
             // GEGLU over the experts' gate_up rows -> grouped down projection.
             if (shift == 1) continue;
@@ -1149,6 +1187,80 @@ TEST_F(CudaOps, MoeRoutingGatherScatter) {
     float* ddst = dev(dst);
     gpu->scatter_add({dg, H, ddst, H, dev(rows), dev(wts), 6, H});
     EXPECT_LT(rel_err(host(ddst, dst.size()), sref), 1e-6);
+}
+
+namespace {
+std::vector<uint32_t> float_bits(const std::vector<float>& v) {
+    std::vector<uint32_t> u(v.size());
+    std::memcpy(u.data(), v.data(), v.size() * sizeof(float));
+    return u;
+}
+}  // namespace
+
+// moe_route_group: one fused kernel up to 64 tokens and 512 pairs, the two ops above.
+// Against the CPU's moe_route + moe_group: ids, offsets, rows and slot_of exact, the
+// weights to the softmax's summation order (the CPU sums in expert order, the device
+// over lanes); and bit-equal to the device's own moe_route + moe_group. Logits on a
+// 1/64 grid (distinct values stay distinct probabilities, so both backends rank alike;
+// some equal), or from 3 values (mostly ties: lower expert first).
+TEST_F(CudaOps, MoeRouteGroupMatchesSeparateOps) {
+    const int64_t max_t = 200, max_e = 256, max_k = 8, max_n = max_t * max_k;
+    // Outputs start as a sentinel (-7), so a value the kernel never writes shows.
+    const auto reset = [&](auto* d, size_t n) {
+        gpu->upload(d, std::vector<std::remove_pointer_t<decltype(d)>>(n, -7).data(), n * sizeof(*d));
+    };
+    int32_t *dids = gpu->alloc_array<int32_t>(max_n), *dids2 = gpu->alloc_array<int32_t>(max_n);
+    float *dw = gpu->alloc_array<float>(max_n), *dw2 = gpu->alloc_array<float>(max_n);
+    int32_t *doff = gpu->alloc_array<int32_t>(max_e + 1), *doff2 = gpu->alloc_array<int32_t>(max_e + 1);
+    int32_t *drows = gpu->alloc_array<int32_t>(max_n), *drows2 = gpu->alloc_array<int32_t>(max_n);
+    int32_t *dslot = gpu->alloc_array<int32_t>(max_n), *dslot2 = gpu->alloc_array<int32_t>(max_n);
+    float* dlogits = gpu->alloc_array<float>(max_t * max_e);
+    float* dscale = gpu->alloc_array<float>(max_e);
+    for (int64_t T : {0, 1, 2, 7, 64, 65, 200})
+        for (int64_t E : {8, 128, 256})
+            for (int64_t K : {1, 2, 8})
+                for (bool scaled : {false, true})
+                    for (bool ties : {false, true}) {
+                        const std::string what = "T=" + std::to_string(T) + " E=" + std::to_string(E) + " K=" +
+                                                 std::to_string(K) + (scaled ? " scaled" : "") +
+                                                 (ties ? " ties" : "");
+                        const size_t n = static_cast<size_t>(T * K), ne = static_cast<size_t>(E);
+                        std::uniform_int_distribution<int> grid(ties ? 0 : -384, ties ? 2 : 384);
+                        std::vector<float> logits(static_cast<size_t>(T * E));
+                        for (auto& x : logits) x = static_cast<float>(grid(rng)) * (ties ? 0.5f : 1.0f / 64);
+                        const auto scale = randn(ne);
+
+                        std::vector<int32_t> ids(n), off(ne + 1), rows(n), slot(n);
+                        std::vector<float> w(n);
+                        cpu->moe_route({logits.data(), scaled ? scale.data() : nullptr, ids.data(), w.data(), T, E, K});
+                        cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
+
+                        gpu->upload(dlogits, logits.data(), logits.size() * sizeof(float));
+                        gpu->upload(dscale, scale.data(), ne * sizeof(float));
+                        for (int32_t* d : {dids, dids2, drows, drows2, dslot, dslot2}) reset(d, n);
+                        for (float* d : {dw, dw2}) reset(d, n);
+                        for (int32_t* d : {doff, doff2}) reset(d, ne + 1);
+                        const ops::MoeRouteParams r{dlogits, scaled ? dscale : nullptr, dids, dw, T, E, K};
+                        gpu->moe_route_group(r, {dids, T, K, E, doff, drows, dslot});
+                        ops::MoeRouteParams r2 = r;
+                        r2.ids = dids2;
+                        r2.weights = dw2;
+                        gpu->moe_route(r2);
+                        gpu->moe_group({dids2, T, K, E, doff2, drows2, dslot2});
+
+                        EXPECT_EQ(host(doff, ne + 1), off) << what;
+                        EXPECT_EQ(host(doff2, ne + 1), off) << what;
+                        if (n == 0) continue;
+                        const auto got_w = host(dw, n);
+                        EXPECT_EQ(host(dids, n), ids) << what;
+                        EXPECT_LT(rel_err(got_w, w), 1e-6) << what;
+                        EXPECT_EQ(host(drows, n), rows) << what;
+                        EXPECT_EQ(host(dslot, n), slot) << what;
+                        EXPECT_EQ(host(dids2, n), ids) << what;
+                        EXPECT_EQ(float_bits(got_w), float_bits(host(dw2, n))) << what;
+                        EXPECT_EQ(host(drows2, n), rows) << what;
+                        EXPECT_EQ(host(dslot2, n), slot) << what;
+                    }
 }
 
 TEST_F(CudaOps, ElementwiseOpsAndEmptyCalls) {

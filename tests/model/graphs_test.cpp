@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <string>
@@ -94,3 +95,63 @@ TEST_P(GraphReplay, DecodeAcrossKeyBucketsMatchesNoGraphs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gemma4, GraphReplay, ::testing::ValuesIn(variants()));
+
+namespace {
+
+class ConcurrentBranches : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+// ContextOptions::concurrent_branches: on the CUDA backend a MoE layer's routed experts
+// run on a second stream beside the dense MLP (graphs recorded with two branches; a
+// prompt above 16 tokens also sends the router's tensor-core matmul from the side
+// chain to the main stream). Two contexts that differ only in that option, fed the
+// same prompts and decode steps (one sequence, then three at once), must give the same
+// logits bit for bit: the two chains touch disjoint buffers, so the schedule cannot
+// change a value. Dense and PLE fixtures have no side chain and check the option is
+// inert there.
+TEST_P(ConcurrentBranches, SameLogitsAsSerialBranches) {
+    if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    const Fixture& fx = *fixture(GetParam());
+    ContextOptions o = small_context(3);
+    o.backend = BackendKind::cuda;
+    std::unique_ptr<Context> ctx[2];  // [0]: serial, [1]: concurrent
+    for (int c = 0; c < 2; ++c) {
+        o.concurrent_branches = c == 1;
+        ctx[c] = Context::create(*fx.model, o);
+    }
+    const size_t V = static_cast<size_t>(fx.n_vocab);
+    auto same = [&](const char* what, int step) {
+        ASSERT_EQ(ctx[0]->n_outputs(), ctx[1]->n_outputs());
+        for (int32_t i = 0; i < ctx[0]->n_outputs(); ++i)
+            ASSERT_EQ(0, std::memcmp(ctx[0]->logits(i), ctx[1]->logits(i), V * sizeof(float)))
+                << what << " step " << step << " output " << i;
+    };
+    // Prompts: 20 tokens (the tensor-core path), then 5 (the GEMV path), as seqs 0, 1.
+    std::vector<int32_t> len(3, 0);
+    for (int32_t s = 0; s < 2; ++s) {
+        const std::vector<int32_t>& ids = fx.prompts[static_cast<size_t>(s) % fx.prompts.size()].ids;
+        const int32_t n = s == 0 ? 20 : 5;
+        std::vector<BatchToken> prompt;
+        for (int32_t p = 0; p < n; ++p) prompt.push_back({ids[static_cast<size_t>(p) % ids.size()], s, p, true});
+        for (auto& c : ctx) c->decode(prompt);
+        same("prompt", s);
+        len[static_cast<size_t>(s)] = n;
+    }
+    // Single-token steps of sequence 0 (graphs record, then replay), then steps of
+    // all three sequences at once (sequence 2 starts empty).
+    for (int step = 0; step < 6; ++step) {
+        const int32_t tok = fx.prompts[0].ids[static_cast<size_t>(step) % fx.prompts[0].ids.size()];
+        if (step < 3) {
+            for (auto& c : ctx) c->decode({{tok, 0, len[0], true}});
+            ++len[0];
+        } else {
+            std::vector<BatchToken> b;
+            for (int32_t s = 0; s < 3; ++s) b.push_back({tok, s, len[static_cast<size_t>(s)]++, true});
+            for (auto& c : ctx) c->decode(b);
+        }
+        same("decode", step);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemma4, ConcurrentBranches, ::testing::ValuesIn(variants()));

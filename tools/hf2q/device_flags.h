@@ -13,6 +13,7 @@ namespace hf2q::cli {
 struct DeviceFlags {
     std::string precision = "tensor-cores";
     bool no_graphs = false;
+    bool serial_branches = false;
     int64_t kv_tokens = 0;
     double kv_fraction = 0.0;
     std::string cache_type = "f16";
@@ -32,6 +33,9 @@ inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
              "device arithmetic: tensor-cores (BF16/F16 operands, 8-bit activations in decode matmuls, f32 accumulation) or f32 (reference, slower)",
              &d.precision);
     p.flag("--no-graphs", "run decode steps op by op instead of replaying CUDA graphs", &d.no_graphs);
+    p.flag("--serial-branches",
+           "run a MoE layer's routed experts after its dense MLP instead of beside it on a second CUDA stream",
+           &d.serial_branches);
     p.option("--kv-size", "N", "KV cache capacity in tokens, shared by all sequences (0: every sequence full)",
              &d.kv_tokens);
     p.option("--kv-fraction", "F", "KV cache from this fraction (0, 1] of the GPU memory left after the weights",
@@ -58,6 +62,7 @@ inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {
     check_device_flags(d);
     c.device_precision = d.precision == "f32" ? DevicePrecision::f32 : DevicePrecision::tensor_cores;
     c.graphs = !d.no_graphs;
+    c.concurrent_branches = !d.serial_branches;
     c.kv_tokens = d.kv_tokens;
     c.kv_memory_fraction = d.kv_fraction;
     c.kv_type = d.cache_type == "f32" ? KvCacheType::f32 : KvCacheType::f16;

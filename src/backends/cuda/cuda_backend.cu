@@ -1,5 +1,6 @@
-// CudaBackend: owns the device, a stream, a cuBLAS handle, every allocation, and the
-// matmul scratch. Ops enqueue on the stream; download() synchronises.
+// CudaBackend: owns the device, a stream (and a second one for the side chain of
+// ops::Backend::begin_side), a cuBLAS handle, every allocation, and the matmul
+// scratch. Ops enqueue on the stream of the chain being issued; download() synchronises.
 #include <cstring>
 #include <vector>
 
@@ -65,12 +66,28 @@ public:
         attn_ws_.buf = static_cast<float*>(alloc(kAttentionFloats * sizeof(float)));
         attn_ws_.floats = kAttentionFloats;
         attn_ws_.f32_only = o.precision == MatmulPrecision::f32;
+        if (!o.concurrent_side) return;
+        // The side chain (begin_side): its own stream and integer-GEMV scratch; the
+        // tensor-core scratch and cuBLAS stay the main chain's (main_for_side()).
+        HF2Q_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+        HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&to_side_, cudaEventDisableTiming));
+        HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&to_main_, cudaEventDisableTiming));
+        side_ws_.q8 = static_cast<int8_t*>(alloc(kQ8Bytes));
+        side_ws_.q8_bytes = kQ8Bytes;
+        side_env_ = env_;
+        side_env_.ws = &side_ws_;
     }
     ~CudaBackend() override {
         cudaStreamSynchronize(stream_);
+        if (side_) cudaStreamSynchronize(side_);
         for (void* p : allocs_) cudaFree(p);
         if (ws_.x) cudaFree(ws_.x);
         if (cublas_) cublasDestroy(cublas_);
+        if (side_) {
+            cudaEventDestroy(to_side_);
+            cudaEventDestroy(to_main_);
+            cudaStreamDestroy(side_);
+        }
         cudaStreamDestroy(stream_);
     }
 
@@ -102,6 +119,8 @@ public:
     }
     void download(void* dst, const void* src, size_t bytes) override {
         if (bytes == 0) return;
+        HF2Q_ASSERT(!on_side_);
+        if (side_) HF2Q_CUDA_CHECK(cudaStreamSynchronize(side_));  // an unjoined side chain's results
         HF2Q_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
@@ -116,6 +135,8 @@ public:
             cudaGetLastError();
             throw;
         }
+        // A side chain left open or unjoined would fail the capture (unjoined work).
+        HF2Q_ASSERT(!on_side_ && !side_pending_);
         HF2Q_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
         cudaGraphExec_t exec = nullptr;
         cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
@@ -124,8 +145,33 @@ public:
         return std::make_unique<CudaGraph>(exec, stream_);
     }
     void reserve_matmul_inputs(int64_t elems) override { ensure_activations(env_, elems); }
-    void fill_zero(void* dst, size_t bytes) override { HF2Q_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_)); }
-    void synchronize() override { HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+    void fill_zero(void* dst, size_t bytes) override { HF2Q_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, cur_stream())); }
+    void synchronize() override {
+        HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        if (side_) HF2Q_CUDA_CHECK(cudaStreamSynchronize(side_));
+    }
+    // Without a side stream (CudaOptions::concurrent_side off) these do nothing and
+    // the side chain runs in issue order on the one stream.
+    void begin_side() override {
+        HF2Q_ASSERT(!on_side_ && !side_pending_);
+        if (!side_) return;
+        HF2Q_CUDA_CHECK(cudaEventRecord(to_side_, stream_));
+        HF2Q_CUDA_CHECK(cudaStreamWaitEvent(side_, to_side_, 0));
+        on_side_ = true;
+    }
+    void end_side() override {
+        if (!side_) return;
+        HF2Q_ASSERT(on_side_);
+        HF2Q_CUDA_CHECK(cudaEventRecord(to_main_, side_));
+        on_side_ = false;
+        side_pending_ = true;
+    }
+    void join_side() override {
+        if (!side_) return;
+        HF2Q_ASSERT(!on_side_ && side_pending_);
+        HF2Q_CUDA_CHECK(cudaStreamWaitEvent(stream_, to_main_, 0));
+        side_pending_ = false;
+    }
     void* alloc_host(size_t bytes) override {
         void* p = nullptr;
         if (cudaMallocHost(&p, bytes > 0 ? bytes : 1) != cudaSuccess) {
@@ -141,48 +187,88 @@ public:
         return free_b;
     }
 
-    void rms_norm(const ops::RmsNormParams& p) override { launch_rms_norm(p, stream_); }
+    void rms_norm(const ops::RmsNormParams& p) override { launch_rms_norm(p, cur_stream()); }
     void residual_norms(const ops::ResidualNormsParams& p) override {
         ops::check_residual_norms(p);
-        if (launch_residual_norms(p, stream_)) return;
+        if (launch_residual_norms(p, cur_stream())) return;
         Backend::residual_norms(p);
         for (int j = 0; j < p.n_out; ++j)  // a producer given a prepared buffer fills it
-            if (p.y_prep[j] != nullptr) launch_quantize_q8(p.y[j], p.n, p.rows, p.n, p.y_prep[j], stream_);
+            if (p.y_prep[j] != nullptr) launch_quantize_q8(p.y[j], p.n, p.rows, p.n, p.y_prep[j], cur_stream());
     }
     void attention_inputs(const ops::AttentionInputsParams& p) override {
         ops::check_attention_inputs(p);
-        if (!launch_attention_inputs(p, stream_)) Backend::attention_inputs(p);
+        if (!launch_attention_inputs(p, cur_stream())) Backend::attention_inputs(p);
     }
     int64_t prepared_tokens() const override { return env_.precision == MatmulPrecision::bf16 ? kGemvTokens : 0; }
     size_t prepared_bytes(int64_t rows, int64_t n) const override {
         return rows > 0 && n > 0 && n % 32 == 0 ? q8_workspace_bytes(rows, n) : 0;
     }
-    void rope(const ops::RopeParams& p) override { launch_rope(p, stream_); }
-    void matmul(const ops::MatmulParams& p) override { launch_matmul(p, env_, stream_); }
-    void matmul_multi(const ops::MultiMatmulParams& p) override { launch_matmul_multi(p, env_, stream_); }
-    void get_rows(const ops::GetRowsParams& p) override { launch_get_rows(p, stream_); }
-    void geglu(const ops::GegluParams& p) override { launch_geglu(p, stream_); }
-    void attention(const ops::AttentionParams& p) override { launch_attention(p, attn_ws_, stream_); }
-    void moe_route(const ops::MoeRouteParams& p) override { launch_moe_route(p, stream_); }
-    void moe_group(const ops::MoeGroupParams& p) override { launch_moe_group(p, stream_); }
-    void moe_matmul(const ops::MoeMatmulParams& p) override { launch_moe_matmul(p, env_, stream_); }
-    void moe_combine(const ops::MoeCombineParams& p) override { launch_moe_combine(p, stream_); }
-    void gather_rows(const ops::GatherRowsParams& p) override { launch_gather_rows(p, stream_); }
-    void scatter_add(const ops::ScatterAddParams& p) override { launch_scatter_add(p, stream_); }
-    void kv_store(const ops::KvStoreParams& p) override { launch_kv_store(p, stream_); }
-    void copy_blocks(const ops::CopyBlocksParams& p) override { launch_copy_blocks(p, stream_); }
-    void argmax_rows(const ops::ArgmaxRowsParams& p) override { launch_argmax_rows(p, stream_); }
-    void add(const float* a, const float* b, float* y, int64_t n) override { launch_add(a, b, y, n, stream_); }
-    void scale(float* x, float s, int64_t n) override { launch_scale(x, s, n, stream_); }
-    void mul(const float* a, const float* b, float* y, int64_t n) override { launch_mul(a, b, y, n, stream_); }
-    void softcap(float* x, float cap, int64_t n) override { launch_softcap(x, cap, n, stream_); }
+    void rope(const ops::RopeParams& p) override { launch_rope(p, cur_stream()); }
+    void matmul(const ops::MatmulParams& p) override {
+        if (matmul_uses_gemv(p.n_tokens)) return launch_matmul(p, env(), cur_stream());
+        main_for_side([&](cudaStream_t st, MatmulEnv& e) { launch_matmul(p, e, st); });
+    }
+    void matmul_multi(const ops::MultiMatmulParams& p) override {
+        if (matmul_uses_gemv(p.n_tokens)) return launch_matmul_multi(p, env(), cur_stream());
+        main_for_side([&](cudaStream_t st, MatmulEnv& e) { launch_matmul_multi(p, e, st); });
+    }
+    void get_rows(const ops::GetRowsParams& p) override { launch_get_rows(p, cur_stream()); }
+    void geglu(const ops::GegluParams& p) override { launch_geglu(p, cur_stream()); }
+    void attention(const ops::AttentionParams& p) override {
+        main_for_side([&](cudaStream_t st, MatmulEnv&) { launch_attention(p, attn_ws_, st); });
+    }
+    void moe_route(const ops::MoeRouteParams& p) override { launch_moe_route(p, cur_stream()); }
+    void moe_group(const ops::MoeGroupParams& p) override { launch_moe_group(p, cur_stream()); }
+    void moe_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g) override {
+        ops::check_moe_route_group(r, g);
+        launch_moe_route_group(r, g, cur_stream());
+    }
+    void moe_matmul(const ops::MoeMatmulParams& p) override {
+        if (!moe_matmul_uses_gemm(p, env())) return launch_moe_matmul(p, env(), cur_stream());
+        main_for_side([&](cudaStream_t st, MatmulEnv& e) { launch_moe_matmul(p, e, st); });
+    }
+    void moe_combine(const ops::MoeCombineParams& p) override { launch_moe_combine(p, cur_stream()); }
+    void gather_rows(const ops::GatherRowsParams& p) override { launch_gather_rows(p, cur_stream()); }
+    void scatter_add(const ops::ScatterAddParams& p) override { launch_scatter_add(p, cur_stream()); }
+    void kv_store(const ops::KvStoreParams& p) override { launch_kv_store(p, cur_stream()); }
+    void copy_blocks(const ops::CopyBlocksParams& p) override { launch_copy_blocks(p, cur_stream()); }
+    void argmax_rows(const ops::ArgmaxRowsParams& p) override { launch_argmax_rows(p, cur_stream()); }
+    void add(const float* a, const float* b, float* y, int64_t n) override { launch_add(a, b, y, n, cur_stream()); }
+    void scale(float* x, float s, int64_t n) override { launch_scale(x, s, n, cur_stream()); }
+    void mul(const float* a, const float* b, float* y, int64_t n) override { launch_mul(a, b, y, n, cur_stream()); }
+    void softcap(float* x, float cap, int64_t n) override { launch_softcap(x, cap, n, cur_stream()); }
 
 private:
+    // The stream and matmul scratch of the chain ops are being issued to.
+    cudaStream_t cur_stream() const { return on_side_ ? side_ : stream_; }
+    MatmulEnv& env() { return on_side_ ? side_env_ : env_; }
+    // Runs f(stream, env) for an op that needs the main chain's scratch (attention's
+    // split buffer, the tensor-core paths' expanded weights, cuBLAS): issued inside
+    // a side chain, it runs on the main stream, after the side chain's earlier ops
+    // and before its later ones. The main chain has no concurrent ops yet (they are
+    // issued after end_side()), so nothing else uses that scratch meanwhile.
+    template <class F>
+    void main_for_side(F&& f) {
+        if (!on_side_) return f(stream_, env_);
+        HF2Q_CUDA_CHECK(cudaEventRecord(to_main_, side_));
+        HF2Q_CUDA_CHECK(cudaStreamWaitEvent(stream_, to_main_, 0));
+        f(stream_, env_);
+        HF2Q_CUDA_CHECK(cudaEventRecord(to_side_, stream_));
+        HF2Q_CUDA_CHECK(cudaStreamWaitEvent(side_, to_side_, 0));
+    }
+
     cudaStream_t stream_ = nullptr;
     cublasHandle_t cublas_ = nullptr;
     GemmWorkspace ws_;
     MatmulEnv env_;
     AttentionWorkspace attn_ws_;
+    // The side chain (ops::Backend::begin_side): null without concurrent_side.
+    cudaStream_t side_ = nullptr;
+    cudaEvent_t to_side_ = nullptr, to_main_ = nullptr;  // main -> side, side -> main
+    GemmWorkspace side_ws_;                              // its integer-GEMV scratch only
+    MatmulEnv side_env_;
+    bool on_side_ = false;       // between begin_side() and end_side()
+    bool side_pending_ = false;  // between end_side() and join_side()
     std::vector<void*> allocs_;
 };
 

@@ -1,4 +1,5 @@
-// The CUDA backend: ops::Backend on device memory, one stream per backend.
+// The CUDA backend: ops::Backend on device memory, one stream per backend (and one
+// more for the side chain of ops::Backend::begin_side).
 #pragma once
 
 #include <memory>
@@ -19,6 +20,11 @@ struct CudaOptions {
     // Allocate the matmul and attention workspaces (~0.5 GiB). Off for a backend
     // that only holds memory (the model's weights); its ops must not be called.
     bool workspaces = true;
+    // Run the side chain of ops::Backend::begin_side (a MoE layer's routed experts)
+    // on a second stream, concurrently with the main chain (its dense MLP). Off, the
+    // two chains run one after the other on the one stream: the same results, bit
+    // for bit (the tests compare the two), for measuring what the overlap gains.
+    bool concurrent_side = true;
 };
 
 // Number of usable CUDA devices (0 when there is no driver or GPU).

@@ -31,7 +31,9 @@ struct GemvArgs {
     const int32_t* offsets = nullptr;  // [n_experts + 1] device, grouped launches
     int64_t n_experts = 0;
     bool x_vec = false;           // set by the launcher: x rows allow 16-byte loads
-    const void* x_prep = nullptr; // the integer GEMV: x rows already quantized (q8.cuh)
+    const void* x_prep = nullptr; // the integer GEMV: x rows already quantized (q8.cuh);
+                                  // with x_rows, the x_n_rows rows it indexes
+    int64_t x_n_rows = 0;         // with x_rows and x_prep: the rows x_prep holds
 };
 
 // The arguments for y = x · Wᵀ (strides 0 mean dense rows); callers add the rows or

@@ -406,9 +406,17 @@ __device__ __forceinline__ void prefetch_rows_l2(const uint8_t* w, int64_t row0,
         asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+// The quantized activations a launch reads: row r of the product reads row
+// rows[r] of q (rows null: row r). rows is set where the rows were prepared before
+// a gather (a MoE layer's expert input, quantized once per token by residual_norms).
+struct Q8Input {
+    Q8View q;
+    const int32_t* rows = nullptr;
+};
+
 template <GgmlType T, int NT, int RW, int KU, bool MULTI>
 __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLOCKS)
-    gemv_q8_kernel(Segments g, Q8View xq) {
+    gemv_q8_kernel(Segments g, Q8Input xin) {
     using U = Unit<T>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     // The weight this block works on (static indices: no local copy of the params).
@@ -450,8 +458,9 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLO
         XRow xr[NT];
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-            const int64_t xi = c0 + (t < nt ? t : 0);
-            xr[t] = {xq.q + xi * a.n_in, xq.ds + xi * blocks32};
+            int64_t xi = c0 + (t < nt ? t : 0);
+            if (xin.rows != nullptr) xi = xin.rows[xi];
+            xr[t] = {xin.q.q + xi * a.n_in, xin.q.ds + xi * blocks32};
         }
         float acc[RW][NT] = {};
         for (int64_t u = lane; u < units; u += 32 * KU) {
@@ -546,17 +555,20 @@ size_t q8_workspace_bytes(int64_t rows, int64_t n_in) {
 
 namespace {
 
-// Quantizes a's activation rows (gathered through a.x_rows) into the workspace.
-Q8View quantize_activations(const GemvArgs& a, int8_t* workspace, cudaStream_t s) {
-    // Rows already in this form (ops/prepared.h): valid for the routed rows only
-    // when no gather applies.
-    if (a.x_prep != nullptr && a.x_rows == nullptr) return q8_view(const_cast<void*>(a.x_prep), a.n_rows, a.n_in);
+// Quantizes a's activation rows (gathered through a.x_rows) into the workspace, or
+// takes them prepared (ops/prepared.h): x's rows themselves, or before the gather
+// (x_n_rows of them, read through x_rows by the kernel).
+Q8Input quantize_activations(const GemvArgs& a, int8_t* workspace, cudaStream_t s) {
+    if (a.x_prep != nullptr && a.x_rows == nullptr)
+        return {q8_view(const_cast<void*>(a.x_prep), a.n_rows, a.n_in), nullptr};
+    if (a.x_prep != nullptr && a.x_n_rows > 0)
+        return {q8_view(const_cast<void*>(a.x_prep), a.x_n_rows, a.n_in), a.x_rows};
     const Q8View xq = q8_view(workspace, a.n_rows, a.n_in);
     const bool x_vec = x_rows_vec16(a);
     launch(quantize_q8_kernel, grid_1d(a.n_rows * a.n_in / 4, 256), 256, 0, s, a.x, a.x_stride, a.x_rows, a.n_rows,
                                                                             a.n_in, x_vec, xq);
     HF2Q_CUDA_LAUNCH_CHECK();
-    return xq;
+    return {xq, nullptr};
 }
 
 }  // namespace
@@ -569,7 +581,7 @@ void launch_quantize_q8(const float* x, int64_t x_stride, int64_t rows, int64_t 
     a.x_stride = x_stride;
     a.n_rows = rows;
     a.n_in = n;
-    quantize_activations(a, static_cast<int8_t*>(out), s);
+    (void)quantize_activations(a, static_cast<int8_t*>(out), s);
 }
 
 namespace {
@@ -581,13 +593,13 @@ bool single_rows(const GemvArgs& a) {
 }
 
 // Launches the weights of `g` (all of one type) on the quantized activations.
-void launch_segments(Segments g, int64_t max_active_experts, Q8View xq, cudaStream_t s) {
+void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStream_t s) {
     const bool single = single_rows(g.a[0]);
     const bool grouped = g.a[0].offsets != nullptr;
     const int64_t rows_per_block = kWarps * (single ? 1 : grouped ? kGroupedRows : 2);
     unsigned total = 0;
     for (int i = 0; i < g.n; ++i) {
-        g.a[i].x_rows = nullptr;  // applied by the quantization: activation row r is routed row r
+        g.a[i].x_rows = nullptr;  // applied by the quantization or by xq.rows
         total += static_cast<unsigned>((g.a[i].n_out + rows_per_block - 1) / rows_per_block);
         g.end[i] = total;
     }
@@ -612,7 +624,7 @@ void launch_segments(Segments g, int64_t max_active_experts, Q8View xq, cudaStre
 
 void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s) {
     if (a.n_out <= 0 || a.n_rows <= 0 || max_active_experts <= 0) return;
-    const Q8View xq = quantize_activations(a, workspace, s);
+    const Q8Input xq = quantize_activations(a, workspace, s);
     Segments g;
     g.a[0] = a;
     g.n = 1;
@@ -622,7 +634,7 @@ void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* works
 void launch_gemv_q8_multi(const GemvArgs* a, int n, int8_t* workspace, cudaStream_t s) {
     HF2Q_ASSERT(n >= 1 && n <= kMaxSegments && a[0].offsets == nullptr);
     if (a[0].n_rows <= 0) return;
-    const Q8View xq = quantize_activations(a[0], workspace, s);  // every a[i] shares x
+    const Q8Input xq = quantize_activations(a[0], workspace, s);  // every a[i] shares x
     bool done[kMaxSegments] = {};
     for (int i = 0; i < n; ++i) {  // one launch per weight type, in order of first use
         if (done[i]) continue;

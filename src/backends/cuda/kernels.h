@@ -44,11 +44,20 @@ void launch_mul(const float* a, const float* b, float* y, int64_t n, cudaStream_
 void launch_scale(float* x, float v, int64_t n, cudaStream_t s);
 void launch_softcap(float* x, float cap, int64_t n, cudaStream_t s);
 void launch_get_rows(const ops::GetRowsParams& p, cudaStream_t s);
+// Whether launch_matmul(_multi) of n_tokens rows takes the GEMV (whose only
+// scratch is env.ws->q8) rather than the tensor-core or SGEMM paths.
+bool matmul_uses_gemv(int64_t n_tokens);
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s);
 void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s);
 void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& ws, cudaStream_t s);
 void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s);
 void launch_moe_group(const ops::MoeGroupParams& p, cudaStream_t s);
+// moe_route then moe_group (ops::Backend::moe_route_group), fused into one kernel
+// where the batch is small enough.
+void launch_moe_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g, cudaStream_t s);
+// Whether launch_moe_matmul(p) takes a tensor-core path (the expansion scratch of
+// env.ws, cuBLAS) rather than the grouped GEMV (only env.ws->q8).
+bool moe_matmul_uses_gemm(const ops::MoeMatmulParams& p, const MatmulEnv& env);
 void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream_t s);
 void launch_moe_combine(const ops::MoeCombineParams& p, cudaStream_t s);
 void launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t s);

@@ -66,9 +66,11 @@ void launch_any_gemv(const GemvArgs& a, int64_t max_active_experts, MatmulEnv& e
         launch_gemv(a, max_active_experts, s);
 }
 
+bool matmul_uses_gemv(int64_t n_tokens) { return n_tokens <= kGemvTokens; }
+
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_tokens <= 0 || p.w.n_out <= 0) return;
-    if (p.n_tokens <= kGemvTokens) {
+    if (matmul_uses_gemv(p.n_tokens)) {
         GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
         a.n_rows = p.n_tokens;
         a.x_prep = p.x_prep;
@@ -86,7 +88,7 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
 void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     ops::check_matmul_multi(p);
     if (p.n_tokens <= 0) return;
-    if (p.n_tokens <= kGemvTokens && env.precision == MatmulPrecision::bf16) {
+    if (matmul_uses_gemv(p.n_tokens) && env.precision == MatmulPrecision::bf16) {
         GemvArgs a[ops::MultiMatmulParams::kMax];
         bool q8 = true;
         for (int i = 0; i < p.n; ++i) {

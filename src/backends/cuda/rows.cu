@@ -1,80 +1,10 @@
-// Row movement and routing: MoE top-k routing, gather, weighted scatter-add, KV
-// cache writes and copy-on-write block copies (ops/moe.h, ops/gather.h).
-#include <cfloat>
-
+// Row movement: gather, weighted scatter-add, KV cache writes and copy-on-write
+// block copies (ops/gather.h). MoE routing is in moe.cu.
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/kernels.h"
 
 namespace hf2q::cuda {
 namespace {
-
-constexpr int kMaxTopK = 16;
-
-constexpr int kMaxExpertsPerLane = 8;  // up to 256 experts
-
-// One warp per token: the lanes hold the expert logits (expert e on lane e % 32),
-// softmax in f32 with warp reductions, top-k by k rounds of a warp arg-max (larger
-// logit first, lower index on ties), renormalise, per-expert scale. Decode runs one
-// token per layer, so the whole routing is a few dozen shuffles instead of a
-// thread walking every expert k times.
-__global__ void moe_route_kernel(ops::MoeRouteParams p) {
-    pdl_begin();
-    const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (t >= p.n_tokens) return;
-    const float* lg = p.logits + t * p.n_experts;
-    float v[kMaxExpertsPerLane];
-    float mx = -FLT_MAX;
-#pragma unroll
-    for (int j = 0; j < kMaxExpertsPerLane; ++j) {
-        const int64_t e = lane + 32 * j;
-        v[j] = e < p.n_experts ? lg[e] : -FLT_MAX;
-        mx = fmaxf(mx, v[j]);
-    }
-    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxExpertsPerLane; ++j)
-        if (lane + 32 * j < p.n_experts) sum += expf(v[j] - mx);
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-
-    unsigned taken = 0;  // bit j: expert lane + 32·j already selected
-    int32_t my_id = -1;
-    float my_prob = 0.0f, sel_sum = 0.0f;
-    for (int64_t k = 0; k < p.k; ++k) {
-        float bv = -FLT_MAX;
-        int32_t bi = 0x7fffffff;
-#pragma unroll
-        for (int j = 0; j < kMaxExpertsPerLane; ++j) {
-            const int32_t e = lane + 32 * j;
-            if (e < p.n_experts && !(taken >> j & 1u) && (v[j] > bv || bi == 0x7fffffff)) {
-                bv = v[j];
-                bi = e;
-            }
-        }
-        for (int off = 16; off > 0; off >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-            const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, off);
-            if (ov > bv || (ov == bv && oi < bi)) {
-                bv = ov;
-                bi = oi;
-            }
-        }
-        if (bi % 32 == lane) taken |= 1u << (bi / 32);
-        const float prob = expf(bv - mx) / sum;
-        sel_sum += prob;
-        if (lane == k) {
-            my_id = bi;
-            my_prob = prob;
-        }
-    }
-    if (lane < p.k) {
-        float w = my_prob / sel_sum;
-        if (p.expert_scale) w *= p.expert_scale[my_id];
-        p.ids[t * p.k + lane] = my_id;
-        p.weights[t * p.k + lane] = w;
-    }
-}
 
 __global__ void gather_kernel(ops::GatherRowsParams p) {
     pdl_begin();
@@ -130,16 +60,6 @@ __global__ void copy_blocks_kernel(ops::CopyBlocksParams p) {
 }
 
 }  // namespace
-
-void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s) {
-    if (p.n_tokens <= 0) return;
-    if (p.k > kMaxTopK || p.k > p.n_experts) fail("CUDA MoE routing: top-k ", p.k, " not supported");
-    if (p.n_experts > 32 * kMaxExpertsPerLane)
-        fail("CUDA MoE routing: ", p.n_experts, " experts (supported: up to ", 32 * kMaxExpertsPerLane, ")");
-    constexpr int kWarpsPerBlock = 4;
-    launch(moe_route_kernel, grid_1d(p.n_tokens, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s, p);
-    HF2Q_CUDA_LAUNCH_CHECK();
-}
 
 void launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t s) {
     if (p.n_rows * p.n <= 0) return;

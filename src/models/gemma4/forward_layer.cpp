@@ -163,7 +163,8 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
 // x += rmsnorm(tmp; post_attention_norm), then the inputs of the MLP blocks from
 // the updated x, in one residual_norms op: cur = rmsnorm(x; ffn_norm) and, on MoE
 // layers, the router's rmsnorm(x) ⊙ router scale / √H and the experts'
-// rmsnorm(x; pre_ffw_norm_2).
+// rmsnorm(x; pre_ffw_norm_2) (prepared once per token: the experts' gate_up reads
+// it through the grouping's gather).
 void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
     const int64_t H = c_.n_embd;
     ops::ResidualNormsParams r = residual(tmp_, l.post_attention_norm, T);
@@ -177,6 +178,7 @@ void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
         r.out_scale[1] = 1.0f / std::sqrt(static_cast<float>(H));
         r.y[2] = moe_in_;
         r.out_w[2] = l.pre_ffw_norm_2;
+        r.y_prep[2] = prep(moe_in_prep_, T, H);
         r.n_out = 3;
     }
     be_.residual_norms(r);
@@ -248,8 +250,8 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     rp.n_tokens = T;
     rp.n_experts = E;
     rp.k = K;
-    be_.moe_route(rp);
     if (observer_) {
+        be_.moe_route(rp);
         moe_per_expert(l, il, T, out);
         return std::nullopt;
     }
@@ -262,7 +264,7 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     g.offsets = moe_offsets_;
     g.rows = expert_rows_;
     g.slot_of = slot_of_;
-    be_.moe_group(g);
+    be_.moe_route_group(rp, g);
     const int32_t* host_offsets = nullptr;
     if (be_.host_memory()) {
         host_offsets = moe_offsets_;
@@ -290,15 +292,16 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     // ge_ = gelu_tanh(gate) ⊙ up of the routed rows: one op with the GEGLU epilogue
     // for a merged gate_up tensor (gu_ its scratch: a backend may never write it).
     void* const ge_prep = prep(ge_prep_, T, Fe);
+    const void* const in_prep = prep(moe_in_prep_, T, H);  // moe_in_'s T rows, gathered
     if (!l.gate_up_exps.empty()) {
-        ops::MoeMatmulParams m = params(l.gate_up_exps, expert_rows_, moe_in_, ge_, Fe);
+        ops::MoeMatmulParams m = params(l.gate_up_exps, expert_rows_, moe_in_, ge_, Fe, in_prep);
         m.geglu = true;
         m.geglu_scratch = gu_;
         m.y_prep = ge_prep;
         be_.moe_matmul(m);
     } else {
-        be_.moe_matmul(params(l.gate_exps, expert_rows_, moe_in_, gu_, 2 * Fe));
-        be_.moe_matmul(params(l.up_exps, expert_rows_, moe_in_, gu_ + Fe, 2 * Fe));
+        be_.moe_matmul(params(l.gate_exps, expert_rows_, moe_in_, gu_, 2 * Fe, in_prep));
+        be_.moe_matmul(params(l.up_exps, expert_rows_, moe_in_, gu_ + Fe, 2 * Fe, in_prep));
         ops::GegluParams eg = expert_geglu(gu_, ge_, T * K, Fe);
         eg.out_prep = ge_prep;
         be_.geglu(eg);
@@ -379,14 +382,24 @@ void Forward::moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float
 // MoE:   x += rmsnorm(rmsnorm(mlp; post_ffw_norm_1) + rmsnorm(experts; post_ffw_norm_2); post_ffw_norm).
 // Then x ·= out_scale (the layer scalar) and cur = rmsnorm(x; next_norm), all in one
 // residual_norms op.
+// On MoE layers the routed experts are the backend's side chain (ops::Backend::
+// begin_side), concurrent with the dense MLP where the backend can: in decode both
+// are chains of small, latency-bound kernels. Only in batches that keep the MoE on
+// the device (no host read of the grouping) and without an observer (which
+// downloads every expert's input); the two touch disjoint buffers.
 void Forward::feed_forward(int64_t il, int64_t T, float out_scale, const float* next_norm) {
     const LayerWeights& l = w_.layers[sz(il)];
-    dense_mlp(l, il, T, tmp_);
     if (!c_.is_moe()) {
+        dense_mlp(l, il, T, tmp_);
         residual_update(tmp_, l.post_ffw_norm, out_scale, next_norm, T);
         return;
     }
+    const bool side = T <= kMoeDeviceTokens && !observer_;
+    if (side) be_.begin_side();
     const std::optional<ops::MoeCombineParams> combine = moe(l, il, T, tmp2_);
+    if (side) be_.end_side();
+    dense_mlp(l, il, T, tmp_);
+    if (side) be_.join_side();
     ops::ResidualNormsParams r = residual(tmp_, l.post_ffw_norm_1, T);
     if (combine) r.combine = &*combine;
     r.n_branch = 2;
