@@ -414,9 +414,30 @@ struct Q8Input {
     const int32_t* rows = nullptr;
 };
 
+// Short rows (at most kShortRounds rounds of 32 units per warp, such as the experts'
+// 704-value down rows) in one-row grouped launches: kShortRows rows per warp, their
+// loads in flight together, half the warps. H200, 26B-A4B: 8 x tg128 890 -> 938
+// tokens/s. Wider rows keep one row per warp, one unit per lane in flight at 12
+// blocks per SM: four units per lane at 4 blocks (all of a 2,816-value row in one
+// round trip) lost on every decode matrix (tg128 352 -> 327; docs/performance.md).
+// Compile definitions so the choice can be measured.
+#ifndef HF2Q_GEMV1_SHORT_ROWS
+#define HF2Q_GEMV1_SHORT_ROWS 2
+#endif
+#ifndef HF2Q_GEMV1_SHORT_ROUNDS
+#define HF2Q_GEMV1_SHORT_ROUNDS 2
+#endif
+constexpr int kShortRows = HF2Q_GEMV1_SHORT_ROWS;
+constexpr int kShortRounds = HF2Q_GEMV1_SHORT_ROUNDS;
+
+// Blocks per SM a variant is compiled for: 12 for the plain one-row variant (40
+// registers), 4 (up to 128 registers) where a lane keeps several rows in flight.
+constexpr int min_blocks(int nt, int rw, int ku) {
+    return nt != 1 ? HF2Q_GEMV8_MIN_BLOCKS : rw * ku == 1 ? 12 : 4;
+}
+
 template <GgmlType T, int NT, int RW, int KU, bool MULTI>
-__global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLOCKS)
-    gemv_q8_kernel(Segments g, Q8Input xin) {
+__global__ void __launch_bounds__(kWarps * 32, min_blocks(NT, RW, KU)) gemv_q8_kernel(Segments g, Q8Input xin) {
     using U = Unit<T>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     // The weight this block works on (static indices: no local copy of the params).
@@ -459,7 +480,11 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 12 : HF2Q_GEMV8_MIN_BLO
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             int64_t xi = c0 + (t < nt ? t : 0);
-            if (xin.rows != nullptr) xi = xin.rows[xi];
+            // The gathered prepared rows: one-row variants only, as the eight-row ones
+            // are instruction-bound (the gather's address arithmetic cost the Q8_0
+            // experts 27 % at 64 sequences) and never get them (launch_segments).
+            if constexpr (NT == 1)
+                if (xin.rows != nullptr) xi = xin.rows[xi];
             xr[t] = {xin.q.q + xi * a.n_in, xin.q.ds + xi * blocks32};
         }
         float acc[RW][NT] = {};
@@ -555,13 +580,19 @@ size_t q8_workspace_bytes(int64_t rows, int64_t n_in) {
 
 namespace {
 
+// One activation row per pass when rows are single (decode; experts with one routed
+// token on average), else eight over two weight rows per warp.
+bool single_rows(const GemvArgs& a) {
+    return a.offsets ? a.n_rows <= a.n_experts : a.n_rows == 1;
+}
+
 // Quantizes a's activation rows (gathered through a.x_rows) into the workspace, or
 // takes them prepared (ops/prepared.h): x's rows themselves, or before the gather
 // (x_n_rows of them, read through x_rows by the kernel).
 Q8Input quantize_activations(const GemvArgs& a, int8_t* workspace, cudaStream_t s) {
     if (a.x_prep != nullptr && a.x_rows == nullptr)
         return {q8_view(const_cast<void*>(a.x_prep), a.n_rows, a.n_in), nullptr};
-    if (a.x_prep != nullptr && a.x_n_rows > 0)
+    if (a.x_prep != nullptr && a.x_n_rows > 0 && single_rows(a))  // gathered: one-row kernels only
         return {q8_view(const_cast<void*>(a.x_prep), a.x_n_rows, a.n_in), a.x_rows};
     const Q8View xq = q8_view(workspace, a.n_rows, a.n_in);
     const bool x_vec = x_rows_vec16(a);
@@ -586,27 +617,34 @@ void launch_quantize_q8(const float* x, int64_t x_stride, int64_t rows, int64_t 
 
 namespace {
 
-// One activation row per pass when rows are single (decode; experts with one routed
-// token on average), else eight over two weight rows per warp.
-bool single_rows(const GemvArgs& a) {
-    return a.offsets ? a.n_rows <= a.n_experts : a.n_rows == 1;
+
+// Whether a one-row launch of these weights takes the short-rows variant (above).
+template <GgmlType T>
+bool short_rows(const Segments& g) {
+    const int64_t rounds = (g.a[0].n_in / Unit<T>::kVals + 31) / 32;
+    return g.a[0].offsets != nullptr && kShortRows > 1 && rounds <= kShortRounds;
 }
 
 // Launches the weights of `g` (all of one type) on the quantized activations.
 void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStream_t s) {
     const bool single = single_rows(g.a[0]);
     const bool grouped = g.a[0].offsets != nullptr;
-    const int64_t rows_per_block = kWarps * (single ? 1 : grouped ? kGroupedRows : 2);
-    unsigned total = 0;
-    for (int i = 0; i < g.n; ++i) {
-        g.a[i].x_rows = nullptr;  // applied by the quantization or by xq.rows
-        total += static_cast<unsigned>((g.a[i].n_out + rows_per_block - 1) / rows_per_block);
-        g.end[i] = total;
-    }
-    const dim3 grid(total, static_cast<unsigned>(g.a[0].offsets ? max_active_experts : 1));
-    HF2Q_ASSERT(grid.y <= 65535);
     dispatch_q8_type(g.a[0].type, [&]<GgmlType T>() {
-        if (single && grouped)  // no segments: the registers go to a one-latency expert lookup
+        const bool short_one_row = single && short_rows<T>(g);
+        const int64_t rows_per_warp = single ? (short_one_row ? kShortRows : 1) : grouped ? kGroupedRows : 2;
+        const int64_t rows_per_block = kWarps * rows_per_warp;
+        unsigned total = 0;
+        for (int i = 0; i < g.n; ++i) {
+            g.a[i].x_rows = nullptr;  // applied by the quantization or by xq.rows
+            total += static_cast<unsigned>((g.a[i].n_out + rows_per_block - 1) / rows_per_block);
+            g.end[i] = total;
+        }
+        const dim3 grid(total, static_cast<unsigned>(grouped ? max_active_experts : 1));
+        HF2Q_ASSERT(grid.y <= 65535);
+        // Grouped launches have no segments: the registers go to a one-latency expert lookup.
+        if (short_one_row)
+            launch(gemv_q8_kernel<T, 1, kShortRows, 1, false>, grid, kWarps * 32, 0, s, g, xq);
+        else if (single && grouped)
             launch(gemv_q8_kernel<T, 1, 1, 1, false>, grid, kWarps * 32, 0, s, g, xq);
         else if (single)
             launch(gemv_q8_kernel<T, 1, 1, 1, true>, grid, kWarps * 32, 0, s, g, xq);
