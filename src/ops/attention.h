@@ -46,6 +46,9 @@ struct AttentionParams {
     // a result never depends on it beyond rounding, and a wrong bound stays correct.
     int64_t max_keys = 0;
     KvType kv_type = KvType::f32;  // element type of k_pool and v_pool
+    // Optional, in batches the prepared contract allows: out's rows (n_tokens rows of
+    // n_heads·head_dim values) also in the backend's prepared form (ops/prepared.h).
+    void* out_prep = nullptr;
 };
 
 }  // namespace hf2q::ops

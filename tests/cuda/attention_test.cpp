@@ -9,6 +9,8 @@
 // result (even as 0·NaN) fails. Tolerances: relative L2 error ≤ 2e-3 where the
 // tensor-core path (F16 operands) may run; ≤ 1e-4 where only the f32 paths can run
 // (no run of ≥ 16 consecutive positions of one sequence in the batch).
+//
+// PreparedOutput checks the optional prepared output (out_prep, ops/prepared.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "core/ggml_type.h"
 #include "models/gemma4/forward.h"
 #include "quant/quant.h"
 #include "runtime/backend_factory.h"
@@ -35,6 +38,7 @@
 #if __has_include(<cuda_runtime.h>)
 #include <cuda_runtime.h>
 
+#include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
 #define HF2Q_ATTENTION_TEST_DIRECT 1
 #endif
@@ -544,6 +548,130 @@ TEST_P(CudaAttentionKv, OtherHeadSizesUseGenericKernel) {
             c.seqs = {{40, 40}, {17, 1}};
             check(c, 1e-5);
         }
+}
+
+namespace {
+
+// Index of the first element whose bits differ (a and b of one size), or −1.
+template <class T>
+int64_t first_bit_diff(const std::vector<T>& a, const std::vector<T>& b) {
+    for (size_t i = 0; i < a.size(); ++i)
+        if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return static_cast<int64_t>(i);
+    return a.size() == b.size() ? -1 : static_cast<int64_t>(std::min(a.size(), b.size()));
+}
+
+}  // namespace
+
+// The prepared output (ops::AttentionParams::out_prep, ops/prepared.h) in the batches
+// the contract allows (≤ prepared_tokens() = 16 tokens): out is bit for bit what it is
+// without it, and a matmul given the prepared rows returns bit for bit what it returns
+// quantizing out itself, and reads them (zeroed, they give zeros); where the launcher
+// is reachable, the bytes also equal the CUDA backend's own quantization of out. The
+// buffer starts as a byte pattern, so rows left unwritten fail. Cases: one split
+// (short contexts under an exact key bound: the split kernel writes the output),
+// several KV chunks split (the combiner), 15 and 16 decode tokens (at 16 the tile
+// plan runs: a separate quantize pass), a 16-token prompt (tile kernels), head sizes
+// 64 and 128 (few groups per block) and the generic kernel.
+TEST_P(CudaAttentionKv, PreparedOutput) {
+    ASSERT_EQ(gpu->prepared_tokens(), 16);
+    std::vector<Case> cases;
+    auto bounded = [](Case c) {
+        c.max_keys = c.exact_max_keys();
+        return c;
+    };
+    for (int64_t D : {256, 512})
+        for (bool sliding : {false, true}) {
+            cases.push_back(bounded(decode_layer(D, sliding, {{20, 1}})));
+            cases.push_back(decode_layer(D, sliding, {{3000, 1}}));
+            cases.push_back(bounded(decode_layer(D, sliding, {{9, 1}, {16, 1}, {5, 1}})));
+            cases.push_back(decode_layer(D, sliding, {{5, 1}, {700, 1}, {1500, 1}}));
+            std::vector<Seq> many;
+            for (int s = 0; s < 16; ++s) many.push_back({1 + (s * 97) % 1500, 1});
+            cases.push_back(decode_layer(D, sliding, many));
+            many.pop_back();
+            cases.push_back(decode_layer(D, sliding, many));
+            cases.push_back(decode_layer(D, sliding, {{100, 16}}));
+        }
+    for (int64_t D : {64, 128}) {
+        Case c;
+        c.head_dim = D;
+        c.n_kv_heads = 2;
+        c.gqa = 2;
+        c.seqs = {{20, 1}, {12, 1}};
+        cases.push_back(bounded(c));
+        c.seqs = {{3000, 1}};
+        cases.push_back(c);
+    }
+    Case generic;  // 8 heads of 96: 768 values a row
+    generic.head_dim = 96;
+    generic.n_kv_heads = 4;
+    generic.gqa = 2;
+    generic.seqs = {{40, 1}, {17, 1}};
+    cases.push_back(generic);
+
+    std::mt19937 wrng(7);
+    constexpr int64_t kOut = 64;  // rows of the matmul weight
+    for (const Case& c : cases) {
+        const KvSetup s = build(c, rng);
+        const int64_t T = static_cast<int64_t>(s.pos.size()), n = s.n_heads * c.head_dim;
+        const std::string what = c.label() + " tokens=" + std::to_string(T);
+        ASSERT_LE(T, gpu->prepared_tokens()) << what;
+        std::vector<float> ref;
+        Bound b = bind(c, s, ref);
+        cpu->attention(b.host);
+        gpu->attention(b.device);
+        const std::vector<float> plain = download(b.dout, s.q.size());
+        const bool fast_dim = c.head_dim != 96;
+        const double tol = s.has_long_run && fast_dim ? kTensorCoreTol : kF32Tol;
+        EXPECT_LE(rel_err(plain, ref), tol) << what;
+
+        const size_t prep_bytes = gpu->prepared_bytes(T, n);
+        ASSERT_GT(prep_bytes, 0u) << what;
+        const std::vector<uint8_t> pattern(prep_bytes, 0xa5);
+        void* prep = gpu->alloc(prep_bytes);
+        gpu->upload(prep, pattern.data(), prep_bytes);
+        ops::AttentionParams p = b.device;
+        p.out = dev(std::vector<float>(s.q.size(), kNaN));
+        p.out_prep = prep;
+        gpu->attention(p);
+        const std::vector<float> with_prep = download(p.out, s.q.size());
+        EXPECT_EQ(first_bit_diff(with_prep, plain), -1) << what << ": out changed by out_prep";
+
+        // The matmul on out: quantizing it itself, then reading the prepared rows.
+        std::normal_distribution<float> g(0.0f, 0.05f);
+        std::vector<float> wf(static_cast<size_t>(kOut * n));
+        for (float& x : wf) x = g(wrng);
+        const uint64_t row_bytes = *ggml_row_size(GgmlType::Q4_K, static_cast<uint64_t>(n));
+        std::vector<uint8_t> wq(row_bytes * kOut);
+        quant::quantize(GgmlType::Q4_K, wf.data(), wq.data(), kOut, n, nullptr);
+        const ops::WeightView w{GgmlType::Q4_K, n, kOut, row_bytes, dev(wq)};
+        const size_t ny = static_cast<size_t>(T * kOut);
+        ops::MatmulParams m{w, p.out, gpu->alloc_array<float>(ny), T};
+        gpu->matmul(m);
+        const std::vector<float> y_self = download(m.y, ny);
+        m.x_prep = prep;
+        gpu->matmul(m);
+        const std::vector<float> y_prep = download(m.y, ny);
+        EXPECT_EQ(first_bit_diff(y_prep, y_self), -1) << what << ": matmul on the prepared rows";
+
+#ifdef HF2Q_ATTENTION_TEST_DIRECT
+        // Byte for byte against the backend's own quantization of out (the buffer's
+        // bytes outside the prepared form keep the pattern in both).
+        void* own = gpu->alloc(prep_bytes);
+        gpu->upload(own, pattern.data(), prep_bytes);
+        gpu->synchronize();  // the launcher runs on the legacy stream here
+        cuda::launch_quantize_q8(p.out, n, T, n, own, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint8_t> got(prep_bytes), want(prep_bytes);
+        gpu->download(got.data(), prep, prep_bytes);
+        gpu->download(want.data(), own, prep_bytes);
+        EXPECT_EQ(first_bit_diff(got, want), -1) << what << ": prepared bytes";
+#endif
+
+        gpu->fill_zero(prep, prep_bytes);  // the matmul really reads them
+        gpu->matmul(m);
+        EXPECT_EQ(download(m.y, ny), std::vector<float>(ny, 0.0f)) << what;
+    }
 }
 
 // n_tokens = 0 is a no-op (null pointers allowed, output untouched).

@@ -10,6 +10,10 @@
 //      range split in n_split parts when the (token, head group) blocks alone
 //      cannot fill the GPU (decode);
 //   4. the combiner merging split partials (n_split > 1).
+// Given out_prep (ops/prepared.h), the split kernel or the combiner, whichever writes
+// a token's final output, also writes its prepared form from the values it holds;
+// after a tile plan (n_tokens ≥ kMinRun) or the generic kernel, a separate quantize
+// pass over out does.
 // Positions and tables are device data, so the split between the paths is decided
 // on the device; the host only sizes the grids. Everything lives in the caller's
 // workspace (plan, flags, partials); nothing is allocated here.
@@ -20,7 +24,9 @@
 #include <cfloat>
 
 #include "backends/cuda/attention_common.cuh"
+#include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/q8.cuh"
 
 namespace hf2q::cuda {
 namespace {
@@ -161,9 +167,12 @@ __global__ void attention_plan_kernel(const ops::AttentionParams p, int bm, int*
 
 // ---- combine ------------------------------------------------------------------
 
+constexpr int kCombineThreads = 128;  // head_dim ≤ 512: a float4 per thread
+
 // One block per (token, head): out = Σ_s w_s·acc_s / Σ_s w_s·l_s, w_s = 2^(m_s − M).
 // Splits past the token's keys are empty (l_s = 0, acc_s never written); the first
 // warp lists the others in order, so the sum over the head dimension reads only them.
+// Given out_prep, the block also writes the prepared form of its output (q8.cuh).
 __global__ void attention_combine_kernel(const ops::AttentionParams p,
                                          const int* __restrict__ handled, int n_split,
                                          const float* __restrict__ part) {
@@ -219,11 +228,30 @@ __global__ void attention_combine_kernel(const ops::AttentionParams p,
         }
     }
     __syncthreads();
+    // Thread i merges values 4i .. 4i + 3 (D / 4 ≤ kCombineThreads), so 8 consecutive
+    // lanes hold a 32-value block of the prepared form (q8.cuh); lanes past D / 4 of a
+    // warp with any below take part in its shuffles with zeros.
     const int n = n_live;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        float o = 0.0f;
-        for (int i = 0; i < n; ++i) o += w[i] * acc[live[i] * D + d];
-        p.out[row * D + d] = o * inv_l;
+    const int d4 = static_cast<int>(threadIdx.x);
+    const bool in = d4 < D / 4;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (in) {
+        float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int i = 0; i < n; ++i) {
+            const float4 a = *reinterpret_cast<const float4*>(acc + live[i] * D + 4 * d4);
+            o.x += w[i] * a.x;
+            o.y += w[i] * a.y;
+            o.z += w[i] * a.z;
+            o.w += w[i] * a.w;
+        }
+        v[0] = o.x * inv_l, v[1] = o.y * inv_l, v[2] = o.z * inv_l, v[3] = o.w * inv_l;
+        *reinterpret_cast<float4*>(p.out + row * D + 4 * d4) =
+            make_float4(v[0], v[1], v[2], v[3]);
+    }
+    if (p.out_prep != nullptr && threadIdx.x / 32 * 32 < D / 4) {
+        const int64_t n_out = p.n_heads * D;
+        const Q8View oq = q8_view(p.out_prep, p.n_tokens, n_out);
+        quantize_q8_values(v, in, oq, t, n_out, h * (D / 4) + d4);
     }
 }
 
@@ -261,7 +289,14 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     if (p.head_dim > 32 * kMaxPerLane) fail("CUDA attention: head size ", p.head_dim, " above 512");
     HF2Q_ASSERT(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0);
     HF2Q_ASSERT(p.head_dim > 0 && p.block_size > 0 && p.window >= 0);
+    HF2Q_ASSERT(p.out_prep == nullptr || p.n_heads * p.head_dim % 32 == 0);
     const int64_t D = p.head_dim;
+    // The prepared form of out, by a separate pass over it (paths that do not write it).
+    auto quantize_out = [&] {
+        if (p.out_prep == nullptr) return;
+        const int64_t n = p.n_heads * D;
+        launch_quantize_q8(p.out, n, p.n_tokens, n, p.out_prep, s);
+    };
     const bool fast = (D == 64 || D == 128 || D == 256 || D == 512) && aligned16(p.q) &&
                       aligned16(p.out) && aligned16(p.k_pool) && aligned16(p.v_pool);
     if (!fast) {
@@ -271,6 +306,7 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
         else
             launch(attention_generic_kernel<float>, grid, 32 * kWarps, 0, s, p);
         HF2Q_CUDA_LAUNCH_CHECK();
+        quantize_out();
         return;
     }
     const float scale_log2 = p.scale * attn::kLog2e;
@@ -312,13 +348,19 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
             std::min({int64_t{kMaxSplits}, (target + blocks - 1) / blocks, useful_splits(p)});
         n_split = static_cast<int>(std::max<int64_t>(1, std::min(want, fit)));
     }
+    // The kernel writing a token's final output (the split kernel or the combiner)
+    // writes its prepared form too. The tile kernels do not, so after a plan (which
+    // rows they took is device data) one pass quantizes every row instead.
+    ops::AttentionParams sp = p;
+    if (handled != nullptr) sp.out_prep = nullptr;
     float* part = ws.buf != nullptr ? ws.buf + used : nullptr;
-    attn::launch_split(p, handled, hb, n_split, part, scale_log2, s);
+    attn::launch_split(sp, handled, hb, n_split, part, scale_log2, s);
     if (n_split > 1) {
         const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
-        launch(attention_combine_kernel, grid, 128, 0, s, p, handled, n_split, part);
+        launch(attention_combine_kernel, grid, kCombineThreads, 0, s, sp, handled, n_split, part);
         HF2Q_CUDA_LAUNCH_CHECK();
     }
+    if (handled != nullptr) quantize_out();
 }
 
 }  // namespace hf2q::cuda

@@ -16,8 +16,10 @@
 // Every query head of the group reuses each K and V load (GQA), and all arithmetic
 // is f32, so results match the CPU reference to rounding.
 //
-// n_split == 1 writes the normalised output; otherwise the unnormalised accumulator
-// and (m, l) go to the workspace and attention.cu's combiner merges the splits.
+// n_split == 1 writes the normalised output (and, given out_prep, its prepared form
+// from the same values, staged in shared memory); otherwise the unnormalised
+// accumulator and (m, l) go to the workspace and attention.cu's combiner merges the
+// splits.
 //
 // Blocks stride over the tokens (grid.x is capped), so a prefill batch whose tokens
 // the tile kernel took costs a few thousand quick skips, not one block per token.
@@ -27,6 +29,7 @@
 #include <cfloat>
 
 #include "backends/cuda/attention_common.cuh"
+#include "backends/cuda/q8.cuh"
 
 namespace hf2q::cuda::attn {
 namespace {
@@ -61,6 +64,36 @@ constexpr size_t split_smem_bytes() {
                 + size_t{HB} * S::kKeys              // probabilities
                 + 4 * size_t{HB}                     // m, l, correction (+ padding)
                 + 4 * size_t{S::kKeys});             // pool offsets of two chunks (int64)
+}
+
+// Writes G 4-value groups staged in shared memory (v) to row t of out from group c0
+// on, and given out_prep their prepared form (q8.cuh): NT threads, 8 per 32-value
+// block; every lane of a warp with any group in range takes part in the shuffles.
+template <int G, int NT>
+__device__ __forceinline__ void write_rows(const float* v, const ops::AttentionParams& p, int64_t t,
+                                           int64_t c0) {
+    static_assert(G % 8 == 0, "whole 32-value blocks");
+    const int64_t n = p.n_heads * p.head_dim;
+    float* const out = p.out + t * n + 4 * c0;
+    Q8View q;  // this row of the prepared form, from group c0 on (row 0 of the view)
+    if (p.out_prep != nullptr) {
+        const Q8View all = q8_view(p.out_prep, p.n_tokens, n);
+        q.q = all.q + t * n + 4 * c0;
+        q.ds = all.ds + t * (n / 32) + c0 / 8;
+    }
+    const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll 1
+    for (int u0 = tid / 32 * 32; u0 < G; u0 += NT) {  // warp-uniform bound
+        const int u = u0 + tid % 32;
+        const bool in = u < G;
+        float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (in) {
+            const float4 f = *reinterpret_cast<const float4*>(v + 4 * u);
+            *reinterpret_cast<float4*>(out + 4 * u) = f;
+            x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
+        }
+        if (q.q != nullptr) quantize_q8_values(x, in, q, 0, n, u);
+    }
 }
 
 // One (token, head group, split) work item; the caller synchronises between items.
@@ -270,14 +303,22 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     __syncthreads();  // m_s, l_s final
 
     if (n_split == 1) {
+        // The rows go out through shared memory (the K buffers are free: the phase
+        // sums were read before the barrier above), every thread taking a share, and
+        // the same values give the prepared form. Quantizing acc in place instead took
+        // up to ~60 more registers per thread, and spills (ptxas).
+        static_assert(size_t{HB} * D * sizeof(float) <= S::kKBytes, "rows exceed the K buffers");
+        float* os = reinterpret_cast<float*>(smem);  // [HB][D]
         if (jp == 0) {
 #pragma unroll
             for (int hh = 0; hh < HB; ++hh) {
                 const float inv = 1.0f / l_s[hh];
-                *reinterpret_cast<float4*>(p.out + (t * p.n_heads + h0 + hh) * D + d4 * 4) =
+                *reinterpret_cast<float4*>(os + hh * D + d4 * 4) =
                     make_float4(acc[hh].x * inv, acc[hh].y * inv, acc[hh].z * inv, acc[hh].w * inv);
             }
         }
+        __syncthreads();
+        write_rows<HB * D / 4, NT>(os, p, t, h0 * (D / 4));
     } else {
         const int64_t rows = p.n_tokens * p.n_heads;
         if (jp == 0 && c_begin < c_end) {

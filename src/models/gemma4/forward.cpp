@@ -64,6 +64,7 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         };
         cur_prep_ = prepared(prep_tokens_, H);
         gate_prep_ = prepared(prep_tokens_, ff);
+        attn_prep_ = prepared(prep_tokens_, q_width);
         if (c.is_moe()) {
             ge_prep_ = prepared(prep_tokens_ * c.n_expert_used, c.n_ff_exp);
             moe_in_prep_ = prepared(prep_tokens_, H);

@@ -154,10 +154,11 @@ private:
     float *pl_ = nullptr, *pl_tok_ = nullptr, *pl_gate_ = nullptr;  // PLE [T][L·P], [T][L·P], [T][P]
     float *router_logits_ = nullptr, *route_w_ = nullptr;  // [T][E], [T][k]
     float *router_in_ = nullptr, *moe_in_ = nullptr;       // [T][H] normed router / expert inputs
-    // Prepared forms (ops/prepared.h) of cur_, gate_, ge_ and moe_in_, for batches of
-    // up to prep_tokens_ tokens (0: the backend prepares none).
+    // Prepared forms (ops/prepared.h) of cur_, gate_, ge_, moe_in_ and attn_, for
+    // batches of up to prep_tokens_ tokens (0: the backend prepares none).
     int64_t prep_tokens_ = 0;
     void *cur_prep_ = nullptr, *gate_prep_ = nullptr, *ge_prep_ = nullptr, *moe_in_prep_ = nullptr;
+    void* attn_prep_ = nullptr;
     int32_t* route_ids_ = nullptr;            // [T][k]
     float *xe_ = nullptr, *gu_ = nullptr, *ge_ = nullptr, *ye_ = nullptr;  // [T·k] grouped expert rows
     int32_t* expert_rows_ = nullptr;          // [T·k] token rows grouped by expert

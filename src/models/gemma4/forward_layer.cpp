@@ -155,9 +155,10 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     a.window = static_cast<int32_t>(c_.window(il));
     a.scale = 1.0f;  // QK-norm replaces 1/√d
     a.max_keys = b.max_keys;
+    a.out_prep = prep(attn_prep_, T, nh * hd);  // the output projection's input
     be_.attention(a);
 
-    project(l.attn_output, "attn_output.weight", il, -1, attn_, tmp_, T);
+    project(l.attn_output, "attn_output.weight", il, -1, attn_, tmp_, T, 0, a.out_prep);
 }
 
 // x += rmsnorm(tmp; post_attention_norm), then the inputs of the MLP blocks from
@@ -394,12 +395,17 @@ void Forward::feed_forward(int64_t il, int64_t T, float out_scale, const float* 
         residual_update(tmp_, l.post_ffw_norm, out_scale, next_norm, T);
         return;
     }
-    const bool side = T <= kMoeDeviceTokens && !observer_;
-    if (side) be_.begin_side();
-    const std::optional<ops::MoeCombineParams> combine = moe(l, il, T, tmp2_);
-    if (side) be_.end_side();
-    dense_mlp(l, il, T, tmp_);
-    if (side) be_.join_side();
+    std::optional<ops::MoeCombineParams> combine;
+    if (T <= kMoeDeviceTokens && !observer_) {
+        be_.begin_side();
+        combine = moe(l, il, T, tmp2_);
+        be_.end_side();
+        dense_mlp(l, il, T, tmp_);
+        be_.join_side();
+    } else {  // the dense MLP first: it runs while the host reads the expert grouping
+        dense_mlp(l, il, T, tmp_);
+        combine = moe(l, il, T, tmp2_);
+    }
     ops::ResidualNormsParams r = residual(tmp_, l.post_ffw_norm_1, T);
     if (combine) r.combine = &*combine;
     r.n_branch = 2;
