@@ -119,17 +119,20 @@ public:
     }
     void download(void* dst, const void* src, size_t bytes) override {
         if (bytes == 0) return;
-        HF2Q_ASSERT(!on_side_);
         if (side_) HF2Q_CUDA_CHECK(cudaStreamSynchronize(side_));  // an unjoined side chain's results
         HF2Q_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
     std::unique_ptr<ops::Graph> capture(const std::function<void()>& body) override {
+        if (side_) rejoin_side();  // a stale chain's events must not enter the capture
         HF2Q_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
         cudaGraph_t graph = nullptr;
         try {
             body();
         } catch (...) {
+            // A side chain the body left open was part of the abandoned capture (its
+            // events with it): nothing of it runs, so nothing is left to join.
+            on_side_ = side_pending_ = false;
             cudaStreamEndCapture(stream_, &graph);
             if (graph) cudaGraphDestroy(graph);
             cudaGetLastError();
@@ -153,8 +156,8 @@ public:
     // Without a side stream (CudaOptions::concurrent_side off) these do nothing and
     // the side chain runs in issue order on the one stream.
     void begin_side() override {
-        HF2Q_ASSERT(!on_side_ && !side_pending_);
         if (!side_) return;
+        rejoin_side();  // one left open by an exception in an eager step
         HF2Q_CUDA_CHECK(cudaEventRecord(to_side_, stream_));
         HF2Q_CUDA_CHECK(cudaStreamWaitEvent(side_, to_side_, 0));
         on_side_ = true;
@@ -247,6 +250,20 @@ private:
     // a side chain, it runs on the main stream, after the side chain's earlier ops
     // and before its later ones. The main chain has no concurrent ops yet (they are
     // issued after end_side()), so nothing else uses that scratch meanwhile.
+    // Closes and joins a side chain that an exception left open between begin_side()
+    // and join_side() (outside a capture), so later ops keep the stream order.
+    void rejoin_side() {
+        if (on_side_) {
+            HF2Q_CUDA_CHECK(cudaEventRecord(to_main_, side_));
+            on_side_ = false;
+            side_pending_ = true;
+        }
+        if (side_pending_) {
+            HF2Q_CUDA_CHECK(cudaStreamWaitEvent(stream_, to_main_, 0));
+            side_pending_ = false;
+        }
+    }
+
     template <class F>
     void main_for_side(F&& f) {
         if (!on_side_) return f(stream_, env_);
