@@ -158,8 +158,7 @@ public:
     void begin_side() override {
         if (!side_) return;
         rejoin_side();  // one left open by an exception in an eager step
-        HF2Q_CUDA_CHECK(cudaEventRecord(to_side_, stream_));
-        HF2Q_CUDA_CHECK(cudaStreamWaitEvent(side_, to_side_, 0));
+        order_after(side_, stream_, to_side_);
         on_side_ = true;
     }
     void end_side() override {
@@ -245,33 +244,30 @@ private:
     // The stream and matmul scratch of the chain ops are being issued to.
     cudaStream_t cur_stream() const { return on_side_ ? side_ : stream_; }
     MatmulEnv& env() { return on_side_ ? side_env_ : env_; }
+    // Later work on `waiter` waits for the work issued so far on `done` (through ev).
+    static void order_after(cudaStream_t waiter, cudaStream_t done, cudaEvent_t ev) {
+        HF2Q_CUDA_CHECK(cudaEventRecord(ev, done));
+        HF2Q_CUDA_CHECK(cudaStreamWaitEvent(waiter, ev, 0));
+    }
+
+    // Closes and joins a side chain that an exception left open between begin_side()
+    // and join_side() (outside a capture), so later ops keep the stream order.
+    void rejoin_side() {
+        if (on_side_) end_side();
+        if (side_pending_) join_side();
+    }
+
     // Runs f(stream, env) for an op that needs the main chain's scratch (attention's
     // split buffer, the tensor-core paths' expanded weights, cuBLAS): issued inside
     // a side chain, it runs on the main stream, after the side chain's earlier ops
     // and before its later ones. The main chain has no concurrent ops yet (they are
     // issued after end_side()), so nothing else uses that scratch meanwhile.
-    // Closes and joins a side chain that an exception left open between begin_side()
-    // and join_side() (outside a capture), so later ops keep the stream order.
-    void rejoin_side() {
-        if (on_side_) {
-            HF2Q_CUDA_CHECK(cudaEventRecord(to_main_, side_));
-            on_side_ = false;
-            side_pending_ = true;
-        }
-        if (side_pending_) {
-            HF2Q_CUDA_CHECK(cudaStreamWaitEvent(stream_, to_main_, 0));
-            side_pending_ = false;
-        }
-    }
-
     template <class F>
     void main_for_side(F&& f) {
         if (!on_side_) return f(stream_, env_);
-        HF2Q_CUDA_CHECK(cudaEventRecord(to_main_, side_));
-        HF2Q_CUDA_CHECK(cudaStreamWaitEvent(stream_, to_main_, 0));
+        order_after(stream_, side_, to_main_);
         f(stream_, env_);
-        HF2Q_CUDA_CHECK(cudaEventRecord(to_side_, stream_));
-        HF2Q_CUDA_CHECK(cudaStreamWaitEvent(side_, to_side_, 0));
+        order_after(side_, stream_, to_side_);
     }
 
     cudaStream_t stream_ = nullptr;

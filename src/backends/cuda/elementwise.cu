@@ -88,6 +88,15 @@ __global__ void rms_norm_kernel(ops::RmsNormParams p) {
 // thread writes only the values it read.
 constexpr int kRowVecs = 2;
 
+// The float4 value groups of a row that a thread of the row-in-registers kernels
+// holds: threadIdx.x + k·blockDim.x for k < kRowVecs.
+__device__ __forceinline__ int64_t row_slot(int k) {
+    return threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+}
+__device__ __forceinline__ float4 load4(const float* base, int64_t i) {
+    return reinterpret_cast<const float4*>(base)[i];
+}
+
 __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
     pdl_begin();
     __shared__ float shared[32];
@@ -99,7 +108,7 @@ __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
-        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+        const int64_t i = row_slot(k);
         if (i < n4) {
             xv[k] = x[i];
             if (w) wv[k] = w[i];
@@ -116,7 +125,7 @@ __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
     float4* y = reinterpret_cast<float4*>(p.y + r * p.n);
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
-        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+        const int64_t i = row_slot(k);
         if (i < n4) {
             const float4 wk = w ? wv[k] : make_float4(0, 0, 0, 0), ak = a ? av[k] : make_float4(0, 0, 0, 0);
             y[i] = make_float4(one(xv[k].x, wk.x, ak.x), one(xv[k].y, wk.y, ak.y), one(xv[k].z, wk.z, ak.z),
@@ -151,15 +160,6 @@ __device__ __forceinline__ float sum_sq(float4 v) {
 template <class F>
 __device__ __forceinline__ float4 map4(float4 a, float4 b, F f) {
     return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
-}
-
-// The float4 value groups of a row that a thread of the row-in-registers kernels
-// holds: threadIdx.x + k·blockDim.x for k < kRowVecs.
-__device__ __forceinline__ int64_t row_slot(int k) {
-    return threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-}
-__device__ __forceinline__ float4 load4(const float* base, int64_t i) {
-    return reinterpret_cast<const float4*>(base)[i];
 }
 
 // The norm weights residual_norms_kernel applies to a thread's row slots, by slot:
@@ -485,13 +485,21 @@ void launch_map(int64_t n, cudaStream_t s, F f) {
 
 }  // namespace
 
+namespace {
+// Threads of a row-in-registers kernel for rows of n4 float4 groups: kRowVecs groups
+// each, whole warps.
+int row_threads(int64_t n4) {
+    const int64_t per_thread = (n4 + kRowVecs - 1) / kRowVecs;
+    return static_cast<int>(std::max<int64_t>(32, (per_thread + 31) / 32 * 32));
+}
+}  // namespace
+
 void launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t s) {
     if (p.rows <= 0) return;
     const int64_t n4 = p.n / 4;
     if (p.rope_inv_freq == nullptr && p.n % 4 == 0 && n4 <= int64_t{kRowVecs} * 1024 && aligned16(p.x) &&
         aligned16(p.y) && aligned16(p.w) && aligned16(p.add_to)) {
-        const int64_t per_thread = (n4 + kRowVecs - 1) / kRowVecs;
-        const int threads = static_cast<int>(std::max<int64_t>(32, (per_thread + 31) / 32 * 32));
+        const int threads = row_threads(n4);
         launch(rms_norm_row_kernel, static_cast<unsigned>(p.rows), threads, 0, s, p);
         HF2Q_CUDA_LAUNCH_CHECK();
         return;
@@ -509,8 +517,7 @@ bool launch_residual_norms(const ops::ResidualNormsParams& p, cudaStream_t s) {
     if (p.combine) ok = ok && aligned16(p.combine->y) && p.combine->y_stride % 4 == 0;
     if (!ok) return false;
     if (p.rows <= 0) return true;
-    const int64_t per_thread = (n4 + kRowVecs - 1) / kRowVecs;
-    const int threads = static_cast<int>(std::max<int64_t>(32, (per_thread + 31) / 32 * 32));
+    const int threads = row_threads(n4);
     const ops::MoeCombineParams c = p.combine ? *p.combine : ops::MoeCombineParams{};
     if (threads <= kEarlyMaxThreads && p.rows <= kEarlyMaxRows)
         launch(residual_norms_kernel<true>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);

@@ -617,7 +617,6 @@ void launch_quantize_q8(const float* x, int64_t x_stride, int64_t rows, int64_t 
 
 namespace {
 
-
 // Whether a one-row launch of these weights takes the short-rows variant (above).
 template <GgmlType T>
 bool short_rows(const Segments& g) {

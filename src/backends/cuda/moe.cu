@@ -231,32 +231,45 @@ __global__ void moe_combine_kernel(ops::MoeCombineParams p) {
 
 }  // namespace
 
-void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s) {
-    if (p.n_tokens <= 0) return;
+namespace {
+
+// The shapes the routing and the grouping kernels take; otherwise they fail, saying
+// what is not supported. The fused kernel takes a subset of both.
+void check_route(const ops::MoeRouteParams& p) {
     if (p.k > kMaxTopK || p.k > p.n_experts) fail("CUDA MoE routing: top-k ", p.k, " not supported");
     if (p.n_experts > 32 * kMaxExpertsPerLane)
         fail("CUDA MoE routing: ", p.n_experts, " experts (supported: up to ", 32 * kMaxExpertsPerLane, ")");
+}
+void check_group(const ops::MoeGroupParams& p) {
+    if (p.n_experts <= 0 || p.n_experts > kMaxGroupExperts)
+        fail("CUDA MoE: ", p.n_experts, " experts (supported: 1 to ", kMaxGroupExperts, ")");
+}
+
+}  // namespace
+
+void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s) {
+    if (p.n_tokens <= 0) return;
+    check_route(p);
     constexpr int kWarpsPerBlock = 4;
     launch(moe_route_kernel, grid_1d(p.n_tokens, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 void launch_moe_group(const ops::MoeGroupParams& p, cudaStream_t s) {
-    if (p.n_experts <= 0 || p.n_experts > kMaxGroupExperts)
-        fail("CUDA MoE: ", p.n_experts, " experts (supported: 1 to ", kMaxGroupExperts, ")");
+    check_group(p);
     const size_t smem = static_cast<size_t>(kGroupWarps * p.n_experts) * sizeof(int32_t);
     launch(moe_group_kernel, 1, kGroupWarps * 32, smem, s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 // Batches within the fused kernel's bounds (decode: one token, 8 pairs) take one
-// launch instead of two dependent ones on the critical path; larger batches, and
-// shapes either op rejects (with its message), the two ops.
+// launch instead of two dependent ones on the critical path; larger batches the two
+// ops. Shapes either op rejects fail first, with its message.
 void launch_moe_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g, cudaStream_t s) {
+    if (r.n_tokens > 0) check_route(r);
+    check_group(g);
     const int64_t n = r.n_tokens * r.k;
-    const bool fused = r.n_tokens > 0 && r.n_tokens <= kFusedMaxTokens && n <= kFusedMaxPairs && r.k > 0 &&
-                       r.k <= kMaxTopK && r.k <= r.n_experts && r.n_experts <= 32 * kMaxExpertsPerLane &&
-                       r.n_experts <= kMaxGroupExperts;
+    const bool fused = r.n_tokens > 0 && r.n_tokens <= kFusedMaxTokens && n <= kFusedMaxPairs && r.k > 0;
     if (!fused) {
         launch_moe_route(r, s);
         launch_moe_group(g, s);
