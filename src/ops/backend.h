@@ -40,8 +40,19 @@ inline void check_matmul_multi(const MultiMatmulParams& p) {
             fail("matmul_multi: weight ", i, " takes ", p.w[i].n_in, " inputs, weight 0 takes ", p.w[0].n_in);
 }
 
+// Throws unless g groups r's result and, with a router input, the router weight
+// maps n_in values to one logit per expert.
 inline void check_moe_route_group(const MoeRouteParams& r, const MoeGroupParams& g) {
     HF2Q_ASSERT(g.ids == r.ids && g.n_tokens == r.n_tokens && g.k == r.k && g.n_experts == r.n_experts);
+    if (r.router_x == nullptr) return;
+    HF2Q_ASSERT(r.n_tokens == 0 || r.logits != nullptr);
+    const WeightView& w = r.router_w;
+    if (w.empty()) fail("moe_route_group: a router input without a router weight");
+    if (w.n_out != r.n_experts || w.n_in <= 0)
+        fail("moe_route_group: the router weight has ", w.n_out, " rows of ", w.n_in,
+             " values, expected one row per expert (", r.n_experts, ") of at least one value");
+    if (r.router_x_stride != 0 && r.router_x_stride < w.n_in)
+        fail("moe_route_group: router input stride ", r.router_x_stride, " < n_in ", w.n_in);
 }
 
 class Backend {
@@ -186,10 +197,12 @@ public:
     virtual void moe_group(const MoeGroupParams& p) = 0;
     // The routing, then the grouping of its result (g.ids == r.ids, g.n_tokens ==
     // r.n_tokens, g.k == r.k, g.n_experts == r.n_experts), as one op so a backend can
-    // fuse the two for small batches. Default: the two ops.
+    // fuse the two for small batches; with r.router_x the router product first
+    // (ops/moe.h). Default: the matmul, then the two ops.
     virtual void moe_route_group(const MoeRouteParams& r, const MoeGroupParams& g) {
         check_moe_route_group(r, g);
-        moe_route(r);
+        if (r.router_x != nullptr) matmul(router_product(r));
+        moe_route(routing_of(r));
         moe_group(g);
     }
     virtual void moe_matmul(const MoeMatmulParams& p) = 0;

@@ -6,20 +6,52 @@
 #include <cstdint>
 
 #include "ops/activation.h"
+#include "ops/matmul.h"
 #include "ops/prepared.h"
 #include "ops/types.h"
 
 namespace hf2q::ops {
 
+// With router_x set (honoured by Backend::moe_route_group only; moe_route rejects
+// it), the op first computes the router product
+//   logits = router_x · router_wᵀ   (the matmul op's result, to its tolerance)
+// into `logits`, which is then an output the caller must hand writable memory for,
+// and routes those logits. Folding the router into the routing op lets a device
+// backend run the product, the routing and the grouping as one kernel in decode.
 struct MoeRouteParams {
-    const float* logits = nullptr;        // [n_tokens][n_experts]
+    const float* logits = nullptr;        // [n_tokens][n_experts]; with router_x, written
     const float* expert_scale = nullptr;  // [n_experts] or nullptr
     int32_t* ids = nullptr;               // [n_tokens][k] selected experts
     float* weights = nullptr;             // [n_tokens][k] routing weights
     int64_t n_tokens = 0;
     int64_t n_experts = 0;
     int64_t k = 0;
+    const float* router_x = nullptr;      // optional: [n_tokens][router_x_stride], first n_in used
+    int64_t router_x_stride = 0;          // 0 means router_w.n_in
+    WeightView router_w{};                // with router_x: n_experts × n_in (any matmul type)
 };
+
+// The router product of r (r.router_x set) as a matmul op.
+inline MatmulParams router_product(const MoeRouteParams& r) {
+    MatmulParams m;
+    m.w = r.router_w;
+    m.x = r.router_x;
+    m.x_stride = r.router_x_stride;
+    // logits is const as the routing's input; with router_x the caller hands
+    // writable memory (the contract above).
+    m.y = const_cast<float*>(r.logits);
+    m.n_tokens = r.n_tokens;
+    return m;
+}
+
+// The routing that follows the router product: r without its router input.
+inline MoeRouteParams routing_of(const MoeRouteParams& r) {
+    MoeRouteParams q = r;
+    q.router_x = nullptr;
+    q.router_x_stride = 0;
+    q.router_w = WeightView{};
+    return q;
+}
 
 }  // namespace hf2q::ops
 

@@ -1267,6 +1267,215 @@ TEST_F(CudaOps, MoeRouteGroupMatchesSeparateOps) {
                     }
 }
 
+namespace {
+
+// The outputs of one moe_route_group call (device buffers of the largest case) and
+// their host copies.
+struct RouteGroupOut {
+    std::vector<float> logits, weights;
+    std::vector<int32_t> ids, offsets, rows, slot_of;
+};
+
+}  // namespace
+
+// moe_route_group with the router product (ops/moe.h): fused into one kernel up to 4
+// tokens and 128 pairs for an F32 router with n_in % 4 == 0 and 16-byte aligned rows,
+// otherwise the router matmul then the routing ops; both precisions. Inputs and
+// weights on a 1/8 grid of small integers, so every product and partial sum is exact
+// in f32 (and in BF16): the logits equal the CPU's bit for bit whatever the summation
+// order, lie on a 1/64 grid (distinct values rank alike on both backends, equal ones
+// take the lower expert), and everything is compared with the CPU's matmul,
+// moe_route and moe_group as MoeRouteGroupMatchesSeparateOps does. Outputs start as a
+// sentinel (-7).
+TEST_F(CudaOps, MoeRouterRouteGroupMatchesCpu) {
+    const int64_t max_t = 40, max_e = 256, max_k = 8, max_in = 4160, max_n = max_t * max_k;
+    const int64_t max_xs = max_in + 8;
+    std::uniform_int_distribution<int> grid(-4, 4);
+    const auto on_grid = [&](size_t n) {
+        std::vector<float> v(n);
+        for (auto& x : v) x = static_cast<float>(grid(rng)) * 0.125f;
+        return v;
+    };
+    int case_no = 0;
+    for (ops::Backend* be : {gpu.get(), gpu32.get()}) {
+        // Each backend's own buffers: its ops run on its own stream.
+        const auto up = [&](auto* d, const auto& v) { be->upload(d, v.data(), v.size() * sizeof(v[0])); };
+        const auto down = [&](const auto* d, size_t n) {
+            std::vector<std::remove_const_t<std::remove_pointer_t<decltype(d)>>> v(n);
+            be->download(v.data(), d, n * sizeof(v[0]));
+            return v;
+        };
+        float* dx = be->alloc_array<float>(max_t * max_xs + 1);
+        float* dwt = be->alloc_array<float>(max_e * max_in);
+        float* dscale = be->alloc_array<float>(max_e);
+        float* dlogits = be->alloc_array<float>(max_t * max_e);
+        int32_t* dids = be->alloc_array<int32_t>(max_n);
+        float* dw = be->alloc_array<float>(max_n);
+        int32_t* doff = be->alloc_array<int32_t>(max_e + 1);
+        int32_t* drows = be->alloc_array<int32_t>(max_n);
+        int32_t* dslot = be->alloc_array<int32_t>(max_n);
+        for (int64_t n_in : {64, 2816, 4160, 66})  // 4160: rows past the registers' 3,072 values
+            for (int64_t T : {0, 1, 2, 4, 5, 16, 40})
+                for (int64_t E : {8, 128, 256})
+                    for (int64_t K : {1, 2, 8}) {
+                        // Layouts of x: dense; strided (aligned, still fused); one float
+                        // past an aligned address (not 16-byte aligned: unfused).
+                        const int layout = case_no % 3;
+                        const bool scaled = case_no % 2 == 1;
+                        ++case_no;
+                        const int64_t xs = layout == 1 ? n_in + 8 : n_in, x_off = layout == 2 ? 1 : 0;
+                        const std::string what = std::string(be == gpu.get() ? "bf16" : "f32") +
+                                                 " n_in=" + std::to_string(n_in) + " T=" + std::to_string(T) +
+                                                 " E=" + std::to_string(E) + " K=" + std::to_string(K) +
+                                                 " layout=" + std::to_string(layout) + (scaled ? " scaled" : "");
+                        const size_t n = static_cast<size_t>(T * K), ne = static_cast<size_t>(E);
+                        const size_t nl = static_cast<size_t>(T * E);
+                        const auto x = on_grid(static_cast<size_t>(T * xs));
+                        const auto wt = on_grid(static_cast<size_t>(E * n_in));
+                        const auto scale = randn(ne);
+                        const ops::WeightView hw{GgmlType::F32, n_in, E, static_cast<uint64_t>(n_in) * 4, wt.data()};
+
+                        RouteGroupOut ref{std::vector<float>(nl),         std::vector<float>(n),
+                                          std::vector<int32_t>(n),        std::vector<int32_t>(ne + 1),
+                                          std::vector<int32_t>(n),        std::vector<int32_t>(n)};
+                        ops::MatmulParams m;
+                        m.w = hw;
+                        m.x = x.data();
+                        m.x_stride = xs;
+                        m.y = ref.logits.data();
+                        m.n_tokens = T;
+                        cpu->matmul(m);
+                        cpu->moe_route({ref.logits.data(), scaled ? scale.data() : nullptr, ref.ids.data(),
+                                        ref.weights.data(), T, E, K});
+                        cpu->moe_group({ref.ids.data(), T, K, E, ref.offsets.data(), ref.rows.data(),
+                                        ref.slot_of.data()});
+
+                        up(dx + x_off, x);
+                        up(dwt, wt);
+                        up(dscale, scale);
+                        up(dlogits, std::vector<float>(nl, -7.0f));
+                        up(dw, std::vector<float>(n, -7.0f));
+                        for (int32_t* d : {dids, drows, dslot}) up(d, std::vector<int32_t>(n, -7));
+                        up(doff, std::vector<int32_t>(ne + 1, -7));
+                        ops::MoeRouteParams r{dlogits, scaled ? dscale : nullptr, dids, dw, T, E, K};
+                        r.router_x = dx + x_off;
+                        r.router_x_stride = xs;
+                        r.router_w = hw;
+                        r.router_w.data = dwt;
+                        be->moe_route_group(r, {dids, T, K, E, doff, drows, dslot});
+
+                        EXPECT_EQ(down(doff, ne + 1), ref.offsets) << what;
+                        if (T == 0) continue;
+                        EXPECT_EQ(float_bits(down(dlogits, nl)), float_bits(ref.logits)) << what;
+                        EXPECT_EQ(down(dids, n), ref.ids) << what;
+                        EXPECT_LT(rel_err(down(dw, n), ref.weights), 1e-6) << what;
+                        EXPECT_EQ(down(drows, n), ref.rows) << what;
+                        EXPECT_EQ(down(dslot, n), ref.slot_of) << what;
+                    }
+    }
+}
+
+// The fused router kernel on random data (decode shapes of the 26B-A4B router: 128
+// experts of 2816 values, top-8): logits within 1e-5 of the row's largest CPU logit,
+// and the routing bit-equal to the device's own moe_route + moe_group over those
+// logits. Its block counter must return to zero after every launch: the op runs
+// twice in a row, once on the side chain (its own counter), and inside a graph
+// captured once and replayed three times with new inputs; every run starts from
+// sentinel outputs and must give the eager result bit for bit.
+TEST_F(CudaOps, MoeRouterRouteGroupReplays) {
+    const int64_t E = 128, K = 8, n_in = 2816;
+    for (int64_t T : {1, 4}) {
+        const size_t n = static_cast<size_t>(T * K), ne = static_cast<size_t>(E), nl = static_cast<size_t>(T * E);
+        const auto wt = randn(static_cast<size_t>(E * n_in), 0.02f);
+        const auto scale = randn(ne);
+        float* dx = gpu->alloc_array<float>(static_cast<size_t>(T * n_in));
+        float* dlogits = gpu->alloc_array<float>(nl);
+        int32_t* dids = gpu->alloc_array<int32_t>(n);
+        float* dw = gpu->alloc_array<float>(n);
+        int32_t* doff = gpu->alloc_array<int32_t>(ne + 1);
+        int32_t* drows = gpu->alloc_array<int32_t>(n);
+        int32_t* dslot = gpu->alloc_array<int32_t>(n);
+        ops::MoeRouteParams r{dlogits, dev(scale), dids, dw, T, E, K};
+        r.router_x = dx;
+        r.router_w = {GgmlType::F32, n_in, E, static_cast<uint64_t>(n_in) * 4, dev(wt)};
+        const ops::MoeGroupParams g{dids, T, K, E, doff, drows, dslot};
+        const auto reset = [&] {
+            gpu->upload(dlogits, std::vector<float>(nl, -7.0f).data(), nl * sizeof(float));
+            gpu->upload(dw, std::vector<float>(n, -7.0f).data(), n * sizeof(float));
+            for (int32_t* d : {dids, drows, dslot}) gpu->upload(d, std::vector<int32_t>(n, -7).data(), n * 4);
+            gpu->upload(doff, std::vector<int32_t>(ne + 1, -7).data(), (ne + 1) * 4);
+        };
+        const auto outputs = [&] {
+            return RouteGroupOut{host(dlogits, nl), host(dw, n),    host(dids, n),
+                                 host(doff, ne + 1), host(drows, n), host(dslot, n)};
+        };
+        const auto same = [&](const RouteGroupOut& a, const RouteGroupOut& b, const std::string& what) {
+            EXPECT_EQ(float_bits(a.logits), float_bits(b.logits)) << what;
+            EXPECT_EQ(float_bits(a.weights), float_bits(b.weights)) << what;
+            EXPECT_EQ(a.ids, b.ids) << what;
+            EXPECT_EQ(a.offsets, b.offsets) << what;
+            EXPECT_EQ(a.rows, b.rows) << what;
+            EXPECT_EQ(a.slot_of, b.slot_of) << what;
+        };
+        // The eager fused op on x, checked against the CPU's logits and the device's
+        // separate routing ops over the same logits.
+        const auto eager = [&](const std::vector<float>& x, const std::string& what) {
+            gpu->upload(dx, x.data(), x.size() * sizeof(float));
+            reset();
+            gpu->moe_route_group(r, g);
+            RouteGroupOut got = outputs();
+            std::vector<float> ref(nl);
+            ops::MatmulParams m;
+            m.w = r.router_w;
+            m.w.data = wt.data();
+            m.x = x.data();
+            m.y = ref.data();
+            m.n_tokens = T;
+            cpu->matmul(m);
+            for (size_t t = 0; t < static_cast<size_t>(T); ++t) {
+                double err = 0, mag = 0;
+                for (size_t e = 0; e < ne; ++e) {
+                    err = std::max(err, std::abs(static_cast<double>(got.logits[t * ne + e]) - ref[t * ne + e]));
+                    mag = std::max(mag, std::abs(static_cast<double>(ref[t * ne + e])));
+                }
+                EXPECT_LE(err, 1e-5 * mag) << what << " token " << t;
+            }
+            reset();
+            gpu->upload(dlogits, got.logits.data(), nl * sizeof(float));
+            ops::MoeRouteParams rr = ops::routing_of(r);
+            gpu->moe_route(rr);
+            gpu->moe_group(g);
+            RouteGroupOut sep = outputs();
+            same(got, sep, what + " vs moe_route + moe_group");
+            EXPECT_EQ(got.offsets[ne], static_cast<int32_t>(n)) << what;
+            return got;
+        };
+        const std::string tn = "T=" + std::to_string(T);
+        const auto x0 = randn(static_cast<size_t>(T * n_in));
+        const RouteGroupOut first = eager(x0, tn + " first");
+        same(eager(x0, tn + " second"), first, tn + " second call");
+
+        gpu->upload(dx, x0.data(), x0.size() * sizeof(float));
+        reset();
+        gpu->begin_side();
+        gpu->moe_route_group(r, g);
+        gpu->end_side();
+        gpu->join_side();
+        same(outputs(), first, tn + " side chain");
+
+        auto graph = gpu->capture([&] { gpu->moe_route_group(r, g); });
+        ASSERT_NE(graph, nullptr);
+        for (int rep = 0; rep < 3; ++rep) {
+            const auto x = randn(static_cast<size_t>(T * n_in));
+            const RouteGroupOut want = eager(x, tn + " replay " + std::to_string(rep) + " eager");
+            gpu->upload(dx, x.data(), x.size() * sizeof(float));
+            reset();
+            graph->launch();
+            same(outputs(), want, tn + " replay " + std::to_string(rep));
+        }
+    }
+}
+
 TEST_F(CudaOps, ElementwiseOpsAndEmptyCalls) {
     const int64_t n = 1000;
     auto a = randn(n), b = randn(n);

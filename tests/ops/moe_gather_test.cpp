@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -91,6 +92,116 @@ TEST(MoeRoute, ZeroTokensIsNoop) {
     p.n_experts = 8;
     p.k = 2;
     backends().three->moe_route(p);  // nullptr buffers, nothing touched
+}
+
+// moe_route_group with a router input (ops/moe.h) is the router matmul into the
+// logits, then moe_route, then moe_group: the same bits on both backends, over token
+// counts from none to a prefill batch, strided and odd-width inputs, F32 and Q8_0
+// router weights, with and without expert scales. Every output starts as a sentinel.
+TEST(MoeRouteGroup, RouterInputIsMatmulThenRouteThenGroup) {
+    struct Out {
+        std::vector<float> logits, weights;
+        std::vector<int32_t> ids, offsets, rows, slot_of;
+    };
+    int case_seed = 0;
+    for (const GgmlType type : {GgmlType::F32, GgmlType::Q8_0})
+        for (const int64_t n_in : {7, 64})
+            for (const int64_t T : {0, 1, 5, 40})
+                for (const int64_t E : {8, 128})
+                    for (const int64_t K : {1, 2, 8})
+                        for (const bool scaled : {false, true}) {
+                            if (type == GgmlType::Q8_0 && n_in % 32 != 0) continue;
+                            const int64_t xs = n_in + 3;  // a strided input
+                            const auto wf = randn(size_t(E * n_in), uint32_t(100 + case_seed), 0.5f);
+                            const auto x = randn(size_t(std::max<int64_t>(T, 1) * xs), uint32_t(200 + case_seed));
+                            const auto es = randn(size_t(E), uint32_t(300 + case_seed));
+                            ++case_seed;
+                            const uint64_t row_bytes = *ggml_row_size(type, uint64_t(n_in));
+                            std::vector<uint8_t> wq(row_bytes * size_t(E));
+                            quant::quantize(type, wf.data(), wq.data(), E, n_in, nullptr);
+                            const ops::WeightView w{type, n_in, E, row_bytes, wq.data()};
+                            const std::string what = std::string(ggml_type_name(type)) + " n_in=" +
+                                                     std::to_string(n_in) + " T=" + std::to_string(T) +
+                                                     " E=" + std::to_string(E) + " K=" + std::to_string(K) +
+                                                     (scaled ? " scaled" : "");
+                            auto run = [&](ops::Backend& be, bool fused) {
+                                const size_t n = size_t(T * K);
+                                Out o{std::vector<float>(size_t(T * E), -7.0f), std::vector<float>(n, -7.0f),
+                                      std::vector<int32_t>(n, -7), std::vector<int32_t>(size_t(E + 1), -7),
+                                      std::vector<int32_t>(n, -7), std::vector<int32_t>(n, -7)};
+                                ops::MoeRouteParams r;
+                                r.logits = o.logits.data();
+                                r.expert_scale = scaled ? es.data() : nullptr;
+                                r.ids = o.ids.data();
+                                r.weights = o.weights.data();
+                                r.n_tokens = T;
+                                r.n_experts = E;
+                                r.k = K;
+                                const ops::MoeGroupParams g{o.ids.data(), T, K, E, o.offsets.data(),
+                                                            o.rows.data(), o.slot_of.data()};
+                                if (fused) {
+                                    r.router_x = x.data();
+                                    r.router_x_stride = xs;
+                                    r.router_w = w;
+                                    be.moe_route_group(r, g);
+                                } else {
+                                    ops::MatmulParams m;
+                                    m.w = w;
+                                    m.x = x.data();
+                                    m.x_stride = xs;
+                                    m.y = o.logits.data();
+                                    m.n_tokens = T;
+                                    be.matmul(m);
+                                    be.moe_route(r);
+                                    be.moe_group(g);
+                                }
+                                return o;
+                            };
+                            const Out ref = run(*backends().one, false);
+                            for (ops::Backend* be : {backends().one.get(), backends().three.get()}) {
+                                const Out got = run(*be, true);
+                                EXPECT_TRUE(bitwise_equal(got.logits, ref.logits)) << what;
+                                EXPECT_TRUE(bitwise_equal(got.weights, ref.weights)) << what;
+                                EXPECT_EQ(got.ids, ref.ids) << what;
+                                EXPECT_EQ(got.offsets, ref.offsets) << what;
+                                EXPECT_EQ(got.rows, ref.rows) << what;
+                                EXPECT_EQ(got.slot_of, ref.slot_of) << what;
+                            }
+                            // The routing is a real one: every pair grouped.
+                            ASSERT_EQ(ref.offsets[size_t(E)], T * K) << what;
+                        }
+}
+
+// A router weight that does not map to one logit per expert, and moe_route given a
+// router input, fail with a message instead of computing something else.
+TEST(MoeRouteGroup, RouterShapeMismatchFails) {
+    const int64_t T = 2, E = 8, K = 2, n_in = 16;
+    const auto wf = randn(size_t((E + 1) * n_in), 5);
+    const auto x = randn(size_t(T * n_in), 6);
+    std::vector<float> logits(size_t(T * (E + 1)));
+    std::vector<int32_t> ids(size_t(T * K)), offsets(size_t(E + 1)), rows(ids.size()), slot_of(ids.size());
+    std::vector<float> weights(ids.size());
+    ops::MoeRouteParams r;
+    r.logits = logits.data();
+    r.ids = ids.data();
+    r.weights = weights.data();
+    r.n_tokens = T;
+    r.n_experts = E;
+    r.k = K;
+    r.router_x = x.data();
+    const ops::MoeGroupParams g{ids.data(), T, K, E, offsets.data(), rows.data(), slot_of.data()};
+    ops::Backend& be = *backends().one;
+    r.router_w = {GgmlType::F32, n_in, E + 1, uint64_t(n_in) * sizeof(float), wf.data()};  // E + 1 rows
+    EXPECT_THROW(be.moe_route_group(r, g), Error);
+    r.router_w.n_out = E;
+    r.router_x_stride = n_in - 1;  // rows overlap
+    EXPECT_THROW(be.moe_route_group(r, g), Error);
+    r.router_x_stride = 0;
+    r.router_w = {};  // an input without a weight
+    EXPECT_THROW(be.moe_route_group(r, g), Error);
+    r.router_w = {GgmlType::F32, n_in, E, uint64_t(n_in) * sizeof(float), wf.data()};
+    EXPECT_THROW(be.moe_route(r), Error);
+    EXPECT_NO_THROW(be.moe_route_group(r, g));
 }
 
 // moe_matmul's GEGLU epilogue (ops/moe.h) is the plain product into the scratch,

@@ -79,7 +79,7 @@ TEST_P(Profiling, OpKindsAndCallCounts) {
     EXPECT_EQ(m["rms_norm"].calls, n_ub * (c.has_ple() ? 3 : 2));
     EXPECT_TRUE(m.count("get_rows f32"));  // token embeddings
     EXPECT_GT(calls_with_prefix(p, "matmul (batched) f32"), 0);
-    if (c.is_moe()) {  // routing and grouping: one op per layer (moe_route_group)
+    if (c.is_moe()) {  // router product, routing and grouping: one op per layer (moe_route_group)
         EXPECT_EQ(m["moe_route_group"].calls, c.n_layer * n_ub);
         EXPECT_EQ(m.count("moe_route"), 0u);
         EXPECT_EQ(m.count("moe_group"), 0u);

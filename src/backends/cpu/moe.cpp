@@ -51,6 +51,7 @@ void route_token(const ops::MoeRouteParams& p, int64_t t, float* probs) {
 }  // namespace
 
 void moe_route(Context& c, const ops::MoeRouteParams& p) {
+    if (p.router_x != nullptr) fail("moe_route: a router input is taken by moe_route_group only (ops/moe.h)");
     if (p.n_tokens == 0) return;
     HF2Q_ASSERT(p.n_tokens > 0 && p.n_experts > 0 && p.k > 0 && p.k <= p.n_experts);
     HF2Q_ASSERT(p.n_experts <= std::numeric_limits<int32_t>::max());

@@ -63,6 +63,7 @@ public:
         env_.ws = &ws_;
         env_.cublas = cublas_;
         env_.precision = o.precision;
+        arrived_ = alloc_array<unsigned>(1);
         attn_ws_.buf = static_cast<float*>(alloc(kAttentionFloats * sizeof(float)));
         attn_ws_.floats = kAttentionFloats;
         attn_ws_.f32_only = o.precision == MatmulPrecision::f32;
@@ -76,6 +77,7 @@ public:
         side_ws_.q8_bytes = kQ8Bytes;
         side_env_ = env_;
         side_env_.ws = &side_ws_;
+        side_arrived_ = alloc_array<unsigned>(1);
     }
     ~CudaBackend() override {
         cudaStreamSynchronize(stream_);
@@ -223,7 +225,11 @@ public:
     void moe_group(const ops::MoeGroupParams& p) override { launch_moe_group(p, cur_stream()); }
     void moe_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g) override {
         ops::check_moe_route_group(r, g);
-        launch_moe_route_group(r, g, cur_stream());
+        if (r.router_x != nullptr) {
+            if (launch_moe_router_route_group(r, g, on_side_ ? side_arrived_ : arrived_, cur_stream())) return;
+            matmul(ops::router_product(r));  // dispatched as the matmul op
+        }
+        launch_moe_route_group(ops::routing_of(r), g, cur_stream());
     }
     void moe_matmul(const ops::MoeMatmulParams& p) override {
         if (!moe_matmul_uses_gemm(p, env())) return launch_moe_matmul(p, env(), cur_stream());
@@ -282,6 +288,10 @@ private:
     MatmulEnv side_env_;
     bool on_side_ = false;       // between begin_side() and end_side()
     bool side_pending_ = false;  // between end_side() and join_side()
+    // The fused router kernel's block counters (launch_moe_router_route_group), one
+    // per stream so concurrent chains never share one; zeroed by alloc().
+    unsigned* arrived_ = nullptr;
+    unsigned* side_arrived_ = nullptr;
     std::vector<void*> allocs_;
 };
 

@@ -55,6 +55,12 @@ void launch_moe_group(const ops::MoeGroupParams& p, cudaStream_t s);
 // moe_route then moe_group (ops::Backend::moe_route_group), fused into one kernel
 // where the batch is small enough.
 void launch_moe_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g, cudaStream_t s);
+// The same with r's router product first (r.router_x set, ops/moe.h), as one kernel
+// where the batch is decode-sized and the router weight F32 with 16-byte aligned
+// rows; false (nothing launched) otherwise. `arrived`: a zeroed device counter used
+// by no other stream (the kernel leaves it zero).
+bool launch_moe_router_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g, unsigned* arrived,
+                                   cudaStream_t s);
 // Whether launch_moe_matmul(p) takes a tensor-core path (the expansion scratch of
 // env.ws, cuBLAS) rather than the grouped GEMV (only env.ws->q8).
 bool moe_matmul_uses_gemm(const ops::MoeMatmulParams& p, const MatmulEnv& env);

@@ -1,6 +1,7 @@
 // Mixture-of-experts on the device (ops/moe.h): top-k routing, grouping of the routed
-// (token, slot) pairs by expert (both fused into one kernel for small batches),
-// grouped expert matmuls, and the weighted combine. Nothing here reads the routing on
+// (token, slot) pairs by expert (both fused into one kernel for small batches, and
+// with the router product before them into one kernel in decode), grouped expert
+// matmuls, and the weighted combine. Nothing here reads the routing on
 // the host unless the caller hands host offsets in (prefill: the tensor-core path
 // sizes its launches with them; the grouped tile GEMM of gemm_grouped.cu where it
 // covers the weight type, else the expansion + cuBLAS path of gemm.cu).
@@ -40,6 +41,26 @@ constexpr int64_t kMaxGroupExperts = 256;  // shared memory: kGroupWarps × E co
 constexpr int64_t kFusedMaxTokens = 32;
 constexpr int64_t kFusedMaxPairs = 512;
 static_assert(kFusedMaxPairs <= 32 * kGroupWarps, "a counting warp per 32 pairs");
+
+// The router product fused with the routing and the grouping (decode): one block of
+// kRouterThreads threads per expert, whose threads split the F32 router row in
+// float4 columns; the last block to finish routes and groups. A thread loads its
+// first kRouterCols columns of the row into registers before the PDL wait (model
+// weights, common.cuh), so the 26B-A4B's 1.4 MB of router rows (128 × 2816 floats:
+// 5.5 columns per thread) stream in while the previous kernel runs, and only the
+// activations' loads from L2 remain after it. H200, 26B-A4B (f32 GEMV + fused
+// routing kernel before): tg128 361 -> 368 tokens/s; at 8 sequences the fused
+// kernel was slower (946 -> 931: every block re-reads 8 tokens' activations, and
+// one block routes them all), so it takes up to kRouterMaxTokens = 4 tokens (one
+// accumulator per token in registers) and kRouterMaxPairs pairs (the last block
+// counts with its own warps, 32 pairs each). A first version with one warp per
+// expert (32 blocks: one warp per SM, the row in three dependent rounds) was slower
+// than the two kernels (tg128 357 -> 349).
+constexpr int kRouterThreads = 128;
+constexpr int kRouterWarps = kRouterThreads / 32;
+constexpr int kRouterCols = 6;
+constexpr int64_t kRouterMaxTokens = 4;
+constexpr int64_t kRouterMaxPairs = 32 * kRouterWarps;
 
 // Routes token t with one warp (every lane calls it, lane = threadIdx.x % 32): the
 // lanes hold the expert logits (expert e on lane e % 32), softmax in f32 with warp
@@ -118,9 +139,9 @@ __device__ __forceinline__ unsigned lanemask_lt() {
 }
 
 // The grouping of the n = n_tokens·k pairs whose experts are ids[0 .. n) (global or
-// shared memory; p.ids is not read), by every thread of a block of kGroupWarps warps,
-// of which the first n_warps (1 to kGroupWarps) do the counting. cnt: n_warps × E
-// ints of shared memory. Warp w < n_warps owns a contiguous segment of the pairs.
+// shared memory; p.ids is not read), by every thread of a block (kGroupWarps warps or
+// fewer), of which the first n_warps (1 to the block's warps) do the counting. cnt:
+// n_warps × E ints of shared memory. Warp w < n_warps owns a contiguous segment of the pairs.
 // Pass 1 counts per (warp, expert), a scan turns the counts into each warp's first
 // slot per expert, pass 2 walks the segment again and assigns slots in pair order, so
 // the sort is stable and the result depends neither on scheduling nor on n_warps.
@@ -215,6 +236,121 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
     group_pairs(g, ids, n_warps, cnt);
 }
 
+// Weights are read once: bypass L1 so the activations stay there.
+__device__ __forceinline__ float4 ld_weights4(const float4* p) {
+    float4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
+        : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+        : "l"(p));
+    return r;
+}
+
+// Adds x[t] · w over the float4 columns tid, tid + kRouterThreads, ... (kRouterCols
+// of them from base·kRouterThreads on, wv holding them; past n4 zeros) to acc[t].
+__device__ __forceinline__ void router_cols(const float4 (&wv)[kRouterCols], const float4* x, int64_t xs4, int64_t n4,
+                                            int64_t base, int n_tok, float (&acc)[kRouterMaxTokens]) {
+#pragma unroll
+    for (int t = 0; t < kRouterMaxTokens; ++t) {
+        if (t >= n_tok) break;
+        float a = acc[t];
+#pragma unroll
+        for (int c = 0; c < kRouterCols; ++c) {
+            const int64_t i = base + threadIdx.x + static_cast<int64_t>(c) * kRouterThreads;
+            if (i >= n4) break;
+            const float4 xv = x[t * xs4 + i];
+            a = fmaf(wv[c].x, xv.x, a);
+            a = fmaf(wv[c].y, xv.y, a);
+            a = fmaf(wv[c].z, xv.z, a);
+            a = fmaf(wv[c].w, xv.w, a);
+        }
+        acc[t] = a;
+    }
+}
+
+__device__ __forceinline__ void load_router_cols(float4 (&wv)[kRouterCols], const float4* w, int64_t n4, int64_t base) {
+#pragma unroll
+    for (int c = 0; c < kRouterCols; ++c) {
+        const int64_t i = base + threadIdx.x + static_cast<int64_t>(c) * kRouterThreads;
+        wv[c] = i < n4 ? ld_weights4(w + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+// The router product, the routing and the grouping in one launch (kRouterThreads,
+// kRouterMaxTokens, kRouterMaxPairs): block e computes expert e's logits for every
+// token; the last block to finish (a counter every block increments once)
+// reads them all and runs the fused routing + grouping kernel's body with its own
+// warps. That block resets the counter, so the kernel can be launched again (and
+// replayed in a graph); `arrived` belongs to one stream, so launches never overlap.
+__global__ void __launch_bounds__(kRouterThreads)
+    moe_router_route_group_kernel(ops::MoeRouteParams r, ops::MoeGroupParams g, int n_warps, unsigned* arrived) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t e = blockIdx.x, n4 = r.router_w.n_in / 4;
+    const int64_t xs4 = (r.router_x_stride ? r.router_x_stride : r.router_w.n_in) / 4;
+    const float4* w = reinterpret_cast<const float4*>(static_cast<const uint8_t*>(r.router_w.data) +
+                                                      static_cast<uint64_t>(e) * r.router_w.row_bytes);
+    const float4* x = reinterpret_cast<const float4*>(r.router_x);
+    const int n_tok = static_cast<int>(r.n_tokens);
+    float4 wv[kRouterCols];
+    load_router_cols(wv, w, n4, 0);  // model weights: before the wait
+    pdl_begin();
+    float acc[kRouterMaxTokens];
+#pragma unroll
+    for (int t = 0; t < kRouterMaxTokens; ++t) acc[t] = 0.0f;
+    router_cols(wv, x, xs4, n4, 0, n_tok, acc);
+    for (int64_t base = kRouterCols * kRouterThreads; base < n4; base += kRouterCols * kRouterThreads) {
+        load_router_cols(wv, w, n4, base);  // rows wider than 3,072 values
+        router_cols(wv, x, xs4, n4, base, n_tok, acc);
+    }
+    // Per token: the warp's butterfly sum, then the warps' sums in warp order.
+    __shared__ float part[kRouterWarps][kRouterMaxTokens];
+#pragma unroll
+    for (int t = 0; t < kRouterMaxTokens; ++t) {
+        if (t >= n_tok) break;
+        float v = acc[t];
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0) part[warp][t] = v;
+    }
+    __syncthreads();
+    float* logits = const_cast<float*>(r.logits);  // an output with router_x (ops/moe.h)
+    if (threadIdx.x < n_tok) {
+        float v = part[0][threadIdx.x];
+        for (int k = 1; k < kRouterWarps; ++k) v += part[k][threadIdx.x];
+        logits[threadIdx.x * r.n_experts + e] = v;
+    }
+
+    // Every block publishes its logits and counts itself in; the block that counts
+    // last sees all of them. The cooperative-groups grid barrier's pattern: the
+    // barrier orders the warps' stores before thread 0's fence and increment
+    // (release), and thread 0's fence after it before the block's loads (acquire).
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+        if (last) {
+            __threadfence();
+            *arrived = 0;  // every block has counted: ready for the next launch
+        }
+    }
+    __syncthreads();
+    if (!last) return;
+
+    // The logits into shared memory, read from L2 (__ldcg: never a stale L1 line of
+    // another SM's writes); the routing then reads them there.
+    extern __shared__ float smem[];  // [n_tokens][E] logits, then [n_warps][E] counters
+    const int64_t n_logits = r.n_tokens * r.n_experts;
+    for (int64_t i = threadIdx.x; i < n_logits; i += blockDim.x) smem[i] = __ldcg(r.logits + i);
+    __syncthreads();
+    ops::MoeRouteParams rs = r;
+    rs.logits = smem;
+    __shared__ int32_t ids[kRouterMaxPairs];
+    for (int64_t t = warp; t < r.n_tokens; t += kRouterWarps) {
+        const int32_t id = route_token(rs, t, lane);
+        if (lane < r.k) ids[t * r.k + lane] = id;
+    }
+    group_pairs(g, ids, n_warps, reinterpret_cast<int32_t*>(smem + n_logits));
+}
+
 __global__ void moe_combine_kernel(ops::MoeCombineParams p) {
     pdl_begin();
     const int64_t t = blockIdx.y;
@@ -236,6 +372,7 @@ namespace {
 // The shapes the routing and the grouping kernels take; otherwise they fail, saying
 // what is not supported. The fused kernel takes a subset of both.
 void check_route(const ops::MoeRouteParams& p) {
+    if (p.router_x != nullptr) fail("CUDA moe_route: a router input is taken by moe_route_group only (ops/moe.h)");
     if (p.k > kMaxTopK || p.k > p.n_experts) fail("CUDA MoE routing: top-k ", p.k, " not supported");
     if (p.n_experts > 32 * kMaxExpertsPerLane)
         fail("CUDA MoE routing: ", p.n_experts, " experts (supported: up to ", 32 * kMaxExpertsPerLane, ")");
@@ -279,6 +416,30 @@ void launch_moe_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupPar
     const size_t smem = static_cast<size_t>(n_warps * r.n_experts) * sizeof(int32_t);
     launch(moe_route_group_kernel, 1, kGroupWarps * 32, smem, s, r, g, n_warps);
     HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+// Takes decode-sized batches (kRouterMaxTokens, kRouterMaxPairs) of an F32 router
+// whose rows and inputs allow 16-byte loads (n_in % 4 == 0, aligned); anything else
+// returns false having launched nothing, for the caller to run the router matmul and
+// then launch_moe_route_group. Shapes the routing or the grouping rejects fail first.
+bool launch_moe_router_route_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g, unsigned* arrived,
+                                   cudaStream_t s) {
+    HF2Q_ASSERT(r.router_x != nullptr && arrived != nullptr);
+    if (r.n_tokens > 0) check_route(ops::routing_of(r));
+    check_group(g);
+    if (r.n_tokens <= 0 || r.n_tokens > kRouterMaxTokens || r.k <= 0 || r.n_tokens * r.k > kRouterMaxPairs)
+        return false;
+    const ops::WeightView& w = r.router_w;
+    const int64_t xs = r.router_x_stride ? r.router_x_stride : w.n_in;
+    if (w.type != GgmlType::F32 || w.n_in % 4 != 0 || xs % 4 != 0 || w.row_bytes != static_cast<uint64_t>(w.n_in) * 4 ||
+        !aligned16(w.data) || !aligned16(r.router_x))
+        return false;
+    const int n_warps = static_cast<int>((r.n_tokens * r.k + 31) / 32);  // 32 pairs per counting warp
+    const size_t smem = static_cast<size_t>(r.n_tokens * r.n_experts + n_warps * r.n_experts) * sizeof(float);
+    launch(moe_router_route_group_kernel, static_cast<unsigned>(r.n_experts), kRouterThreads, smem, s, r, g,
+           n_warps, arrived);
+    HF2Q_CUDA_LAUNCH_CHECK();
+    return true;
 }
 
 void launch_moe_combine(const ops::MoeCombineParams& p, cudaStream_t s) {

@@ -242,7 +242,6 @@ void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out
 // tensor-core launches.
 std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t H = c_.n_embd, E = c_.n_expert, K = c_.n_expert_used, Fe = c_.n_ff_exp;
-    project(l.ffn_gate_inp, "ffn_gate_inp.weight", il, -1, router_in_, router_logits_, T);
     ops::MoeRouteParams rp;
     rp.logits = router_logits_;
     rp.expert_scale = l.down_exps_scale;
@@ -251,7 +250,8 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     rp.n_tokens = T;
     rp.n_experts = E;
     rp.k = K;
-    if (observer_) {
+    if (observer_) {  // the router through project(), so the observer sees its input
+        project(l.ffn_gate_inp, "ffn_gate_inp.weight", il, -1, router_in_, router_logits_, T);
         be_.moe_route(rp);
         moe_per_expert(l, il, T, out);
         return std::nullopt;
@@ -265,6 +265,11 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     g.offsets = moe_offsets_;
     g.rows = expert_rows_;
     g.slot_of = slot_of_;
+    // The router product router_logits = router_in · ffn_gate_inpᵀ as part of the
+    // routing op (a device backend runs all three in one kernel in decode).
+    rp.router_x = router_in_;
+    rp.router_x_stride = H;
+    rp.router_w = l.ffn_gate_inp;
     be_.moe_route_group(rp, g);
     const int32_t* host_offsets = nullptr;
     if (be_.host_memory()) {
