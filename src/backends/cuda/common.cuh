@@ -83,6 +83,17 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
     HF2Q_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
+// 16 weight bytes (16-byte aligned) that a kernel reads once: read-only, and past L1
+// so that the activations, which every warp re-reads, stay there (the GEMVs, the
+// fused router of moe.cu).
+__device__ __forceinline__ uint4 ld_weights16(const void* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
 // KV cache elements (ops/attention.h KvType): float or half. Stores round to
 // nearest even (the CPU reference's fp32_to_fp16); loads are exact.
 template <class KV>

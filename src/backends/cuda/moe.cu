@@ -236,15 +236,6 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
     group_pairs(g, ids, n_warps, cnt);
 }
 
-// Weights are read once: bypass L1 so the activations stay there.
-__device__ __forceinline__ float4 ld_weights4(const float4* p) {
-    float4 r;
-    asm("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
-        : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
-        : "l"(p));
-    return r;
-}
-
 // Adds x[t] · w over the float4 columns tid, tid + kRouterThreads, ... (kRouterCols
 // of them from base·kRouterThreads on, wv holding them; past n4 zeros) to acc[t].
 __device__ __forceinline__ void router_cols(const float4 (&wv)[kRouterCols], const float4* x, int64_t xs4, int64_t n4,
@@ -271,7 +262,8 @@ __device__ __forceinline__ void load_router_cols(float4 (&wv)[kRouterCols], cons
 #pragma unroll
     for (int c = 0; c < kRouterCols; ++c) {
         const int64_t i = base + threadIdx.x + static_cast<int64_t>(c) * kRouterThreads;
-        wv[c] = i < n4 ? ld_weights4(w + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const uint4 u = i < n4 ? ld_weights16(w + i) : make_uint4(0, 0, 0, 0);
+        wv[c] = make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
     }
 }
 
