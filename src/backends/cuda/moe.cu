@@ -220,20 +220,28 @@ __global__ void __launch_bounds__(kGroupWarps * 32) moe_group_kernel(ops::MoeGro
     group_pairs(p, p.ids, kGroupWarps, cnt);
 }
 
-// Routing then grouping in one block (kFusedMaxTokens, kFusedMaxPairs): warp w routes
-// tokens w, w + kGroupWarps, ... and keeps their experts in shared memory too; the
-// grouping reads them there, counting with the fewest warps that take 32 pairs each.
+// Routing then grouping by every thread of a block: warp w routes tokens w, w +
+// (the block's warps), ... and keeps their experts in ids (shared memory, n_tokens·k
+// of them); the grouping reads them there, counting with n_warps warps (cnt: n_warps ×
+// E ints of shared memory). The body of both fused kernels below.
+__device__ __forceinline__ void route_then_group(const ops::MoeRouteParams& r, const ops::MoeGroupParams& g,
+                                                 int32_t* ids, int n_warps, int32_t* cnt) {
+    const int lane = threadIdx.x % 32;
+    for (int64_t t = threadIdx.x / 32; t < r.n_tokens; t += blockDim.x / 32) {
+        const int32_t id = route_token(r, t, lane);
+        if (lane < r.k) ids[t * r.k + lane] = id;
+    }
+    group_pairs(g, ids, n_warps, cnt);
+}
+
+// Routing then grouping in one block (kFusedMaxTokens, kFusedMaxPairs), counting with
+// the fewest warps that take 32 pairs each.
 __global__ void __launch_bounds__(kGroupWarps * 32)
     moe_route_group_kernel(ops::MoeRouteParams r, ops::MoeGroupParams g, int n_warps) {
     pdl_begin();
     extern __shared__ int32_t cnt[];  // [n_warps][E]
     __shared__ int32_t ids[kFusedMaxPairs];
-    const int lane = threadIdx.x % 32;
-    for (int64_t t = threadIdx.x / 32; t < r.n_tokens; t += kGroupWarps) {
-        const int32_t id = route_token(r, t, lane);
-        if (lane < r.k) ids[t * r.k + lane] = id;
-    }
-    group_pairs(g, ids, n_warps, cnt);
+    route_then_group(r, g, ids, n_warps, cnt);
 }
 
 // Adds x[t] · w over the float4 columns tid, tid + kRouterThreads, ... (kRouterCols
@@ -269,10 +277,10 @@ __device__ __forceinline__ void load_router_cols(float4 (&wv)[kRouterCols], cons
 
 // The router product, the routing and the grouping in one launch (kRouterThreads,
 // kRouterMaxTokens, kRouterMaxPairs): block e computes expert e's logits for every
-// token; the last block to finish (a counter every block increments once)
-// reads them all and runs the fused routing + grouping kernel's body with its own
-// warps. That block resets the counter, so the kernel can be launched again (and
-// replayed in a graph); `arrived` belongs to one stream, so launches never overlap.
+// token; the last block to finish (a counter every block increments once) reads
+// them all and runs route_then_group with its own warps. That block resets the
+// counter, so the kernel can be launched again (and replayed in a graph); `arrived`
+// belongs to one stream, so launches never overlap.
 __global__ void __launch_bounds__(kRouterThreads)
     moe_router_route_group_kernel(ops::MoeRouteParams r, ops::MoeGroupParams g, int n_warps, unsigned* arrived) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -336,11 +344,7 @@ __global__ void __launch_bounds__(kRouterThreads)
     ops::MoeRouteParams rs = r;
     rs.logits = smem;
     __shared__ int32_t ids[kRouterMaxPairs];
-    for (int64_t t = warp; t < r.n_tokens; t += kRouterWarps) {
-        const int32_t id = route_token(rs, t, lane);
-        if (lane < r.k) ids[t * r.k + lane] = id;
-    }
-    group_pairs(g, ids, n_warps, reinterpret_cast<int32_t*>(smem + n_logits));
+    route_then_group(rs, g, ids, n_warps, reinterpret_cast<int32_t*>(smem + n_logits));
 }
 
 __global__ void moe_combine_kernel(ops::MoeCombineParams p) {
