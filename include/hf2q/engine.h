@@ -29,6 +29,10 @@ enum class BackendKind { cpu, cuda };
 
 struct ModelLoadOptions {
     bool progress = false;  // reserved: progress bar while touching the weights
+    // Device backends may keep a second copy of the LM head in a layout their
+    // one-token matmul reads faster (CUDA: a Q6_K head, about its size again: 0.6 GB
+    // for the 26B-A4B; its tg128 and E4B's 2-3 % faster). Same results bit for bit.
+    bool decode_layouts = true;
 };
 
 // Facts about a loaded model for frontends.

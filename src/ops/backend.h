@@ -78,6 +78,16 @@ public:
     virtual void* alloc_host(size_t bytes) { return ::operator new(bytes > 0 ? bytes : 1, std::align_val_t(64)); }
     virtual void free_host(void* p) { ::operator delete(p, std::align_val_t(64)); }
 
+    // A copy of weight w (already in this backend's memory) in a layout of the
+    // backend's own that its one-token matmul reads faster, for
+    // WeightView::decode_layout; null where the backend has none for w's type and
+    // shape. The copy costs about w's bytes again and is freed with the backend.
+    // Default: none.
+    virtual const void* decode_layout(const WeightView& w) {
+        (void)w;
+        return nullptr;
+    }
+
     // Device memory not yet allocated, in bytes; 0 for host-memory backends.
     virtual size_t free_memory() const { return 0; }
 

@@ -16,6 +16,11 @@ struct WeightView {
     int64_t n_out = 0;
     uint64_t row_bytes = 0;  // bytes of one row of n_in elements
     const void* data = nullptr;
+    // Optional: the same matrix again, in a layout of the backend's own that its
+    // one-token matmul reads faster (Backend::decode_layout; the CUDA backend's Q6_K
+    // planes). A backend may read it instead of `data` where it knows the layout; the
+    // result is the same bit for bit. Every other op reads `data`.
+    const void* decode_layout = nullptr;
 
     bool empty() const { return data == nullptr; }
 };

@@ -1623,3 +1623,95 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
         }
     }
 }
+
+namespace {
+
+// A Q6_K matmul of one token, plain and through the backend's decode layout of the
+// same weights (ops::Backend::decode_layout): both results, and seconds per call
+// when timed.
+struct DecodeLayoutRun {
+    std::vector<float> plain, planes;
+    double plain_s = 0.0, planes_s = 0.0;
+};
+
+}  // namespace
+
+class CudaDecodeLayout : public CudaOps {
+protected:
+    DecodeLayoutRun run(int64_t K, int64_t N, int64_t T, const std::vector<uint8_t>& wq, uint64_t row_bytes,
+                        int reps) {
+        const ops::WeightView w{GgmlType::Q6_K, K, N, row_bytes, dev(wq)};
+        ops::WeightView wl = w;
+        wl.decode_layout = gpu->decode_layout(w);
+        EXPECT_NE(wl.decode_layout, nullptr) << "K=" << K;
+        float* x = dev(randn(static_cast<size_t>(K * T)));
+        float* y0 = gpu->alloc_array<float>(static_cast<size_t>(N * T));
+        float* y1 = gpu->alloc_array<float>(static_cast<size_t>(N * T));
+        auto plain = [&] { gpu->matmul({w, x, y0, T, 0, 0}); };
+        auto planes = [&] { gpu->matmul({wl, x, y1, T, 0, 0}); };
+        DecodeLayoutRun r;
+        plain();
+        planes();
+        if (reps > 0) {
+            auto time = [&](auto&& f) {
+                gpu->synchronize();
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < reps; ++i) f();
+                gpu->synchronize();
+                return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+            };
+            r.plain_s = time(plain);
+            r.planes_s = time(planes);
+        }
+        r.plain = host(y0, static_cast<size_t>(N * T));
+        r.planes = host(y1, static_cast<size_t>(N * T));
+        return r;
+    }
+};
+
+// The planes GEMV decodes the same units into the same sums: bit for bit the plain
+// kernel's output (one block and the 26B-A4B's width: activations in registers; the
+// 31B's width and a long row: the one-row kernel; an odd row count), for one token
+// (the planes) and for three (the layout ignored).
+TEST_F(CudaDecodeLayout, Q6kPlanesGiveTheSameBits) {
+    for (int64_t K : {256, 2816, 5376, 16640})
+        for (int64_t T : {1, 3}) {
+            const int64_t N = 67;
+            const auto [wq, row_bytes] = random_quantized(GgmlType::Q6_K, N, K, 0.05f);
+            const DecodeLayoutRun r = run(K, N, T, wq, row_bytes, 0);
+            EXPECT_TRUE(r.plain == r.planes) << "K=" << K << " T=" << T;
+            EXPECT_GT(std::fabs(r.plain[0]) + std::fabs(r.plain[1]), 0.0f) << "K=" << K;
+        }
+}
+
+// Only Q6_K rows of whole 256-value blocks get a layout; the CPU backend has none.
+TEST_F(CudaDecodeLayout, NoneForOtherTypes) {
+    const auto [wq, row_bytes] = random_quantized(GgmlType::Q4_K, 8, 512, 0.05f);
+    EXPECT_EQ(gpu->decode_layout({GgmlType::Q4_K, 512, 8, row_bytes, dev(wq)}), nullptr);
+    const auto [w6, rb6] = random_quantized(GgmlType::Q6_K, 8, 512, 0.05f);
+    EXPECT_EQ(cpu->decode_layout({GgmlType::Q6_K, 512, 8, rb6, w6.data()}), nullptr);
+    EXPECT_EQ(gpu->decode_layout({GgmlType::Q6_K, 512, 8, rb6, nullptr}), nullptr);
+}
+
+// The LM heads' shapes (262,144 rows of 2,816 values: the 26B-A4B; 5,376: the 31B):
+// plain layout against planes, one token (--gtest_also_run_disabled_tests).
+TEST_F(CudaDecodeLayout, DISABLED_Throughput) {
+    for (const int64_t K : {2816, 5376}) {
+        const int64_t N = 262144;
+        const uint64_t row_bytes = *ggml_row_size(GgmlType::Q6_K, static_cast<uint64_t>(K));
+        std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(N));
+        std::vector<uint8_t> row(row_bytes);
+        for (int64_t r = 0; r < 64; ++r) {  // 64 distinct rows, repeated
+            const auto wf = randn(static_cast<size_t>(K), 0.05f);
+            quant::quantize(GgmlType::Q6_K, wf.data(), row.data(), 1, K, nullptr);
+            for (int64_t o = r; o < N; o += 64) std::copy(row.begin(), row.end(), wq.begin() + o * row_bytes);
+        }
+        const DecodeLayoutRun r = run(K, N, 1, wq, row_bytes, 20);
+        EXPECT_TRUE(r.plain == r.planes);
+        const double bytes = static_cast<double>(wq.size());
+        std::printf("[ perf ] lm_head K=%lld q6_k plain  %8.1f us %8.1f GB/s\n", static_cast<long long>(K),
+                    r.plain_s * 1e6, bytes / r.plain_s / 1e9);
+        std::printf("[ perf ] lm_head K=%lld q6_k planes %8.1f us %8.1f GB/s\n", static_cast<long long>(K),
+                    r.planes_s * 1e6, bytes / r.planes_s / 1e9);
+    }
+}

@@ -180,6 +180,52 @@ TEST(QuantizedModel, CudaMatchesCpuOnTheSameFile) {
     }
 }
 
+// ModelLoadOptions::decode_layouts: the Q4_K_M file's LM head (the tied embedding)
+// is Q6_K, so the CUDA backend keeps a copy in planes for its one-token matmuls. Two
+// models that differ only in that option give the same logits bit for bit: a prompt
+// (the plain layout), then one-token steps (the planes; recorded, then replayed by
+// graphs), then two sequences at once (the plain layout again).
+TEST(QuantizedModel, CudaHeadCopyKeepsTheLogits) {
+    if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    const std::string path = quantized("moe", ftype::FileType::MOSTLY_Q4_K_M);
+    {
+        auto f = gguf::File::open(path);
+        const auto* head = f->find_tensor("output.weight");
+        if (head == nullptr) head = f->find_tensor("token_embd.weight");
+        ASSERT_NE(head, nullptr);
+        ASSERT_EQ(head->type, GgmlType::Q6_K) << "the test needs a Q6_K head";
+    }
+    std::unique_ptr<Model> m[2];
+    std::unique_ptr<Context> ctx[2];
+    ContextOptions o = small_context(2);
+    o.backend = BackendKind::cuda;
+    for (int i = 0; i < 2; ++i) {
+        ModelLoadOptions lo;
+        lo.decode_layouts = i == 1;
+        m[i] = Model::load(path, lo);
+        ctx[i] = Context::create(*m[i], o);
+    }
+    const size_t V = static_cast<size_t>(ctx[0]->n_vocab());
+    auto same = [&](const char* what, int step) {
+        ASSERT_EQ(ctx[0]->n_outputs(), ctx[1]->n_outputs());
+        for (int32_t i = 0; i < ctx[0]->n_outputs(); ++i)
+            ASSERT_EQ(0, std::memcmp(ctx[0]->logits(i), ctx[1]->logits(i), V * sizeof(float)))
+                << what << " step " << step << " output " << i;
+    };
+    std::vector<BatchToken> prompt;
+    for (int32_t p = 0; p < 12; ++p) prompt.push_back({3 + (p * 131 + 7) % 509, 0, p, true});
+    for (auto& c : ctx) c->decode(prompt);
+    same("prompt", 0);
+    int32_t len[2] = {12, 0};
+    for (int step = 0; step < 6; ++step) {
+        const int32_t tok = 5 + step * 37;
+        std::vector<BatchToken> b = {{tok, 0, len[0]++, true}};
+        if (step >= 4) b.push_back({tok, 1, len[1]++, true});
+        for (auto& c : ctx) c->decode(b);
+        same("decode", step);
+    }
+}
+
 // Every quantized tensor of every `--quant` type holds exactly the bytes of ggml's
 // reference quantizer applied to the F16 input (the quantizers are checked against
 // ggml's own output in tests/quant), and tensors llama-quantize leaves alone are

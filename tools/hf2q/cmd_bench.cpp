@@ -259,7 +259,7 @@ int run_bench(const std::vector<std::string>& args) {
         (r.spec.prompt ? pp_tests : tg_tests).push_back(&r);
     }
 
-    auto model = Model::load(o.model);
+    auto model = Model::load(o.model, load_options(o.device));
     const ModelInfo& info = model->info();
     // Separate streams so --profile leaves the timed tests' tokens unchanged.
     std::mt19937 rng(42), profile_rng(43);

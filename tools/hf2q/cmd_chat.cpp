@@ -242,7 +242,7 @@ int run_chat(const std::vector<std::string>& args) {
     jinja::Template tmpl =
         jinja::Template::parse(source, o.template_file.empty() ? "chat_template" : o.template_file);
 
-    auto model = Model::load(o.model);
+    auto model = Model::load(o.model, load_options(o.device));
     ContextOptions co;
     co.n_ctx = o.ctx_size;
     co.n_ubatch = o.ubatch;

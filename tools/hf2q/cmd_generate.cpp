@@ -151,7 +151,7 @@ int run_token_ids(const GenerateOptions& o) {
     if (o.n_predict < 0) fail("--n-predict must not be negative with --token-ids");
     if (!o.stop.empty()) fail("--stop needs text mode (-p or -f): token-id mode has no tokenizer");
     std::vector<int32_t> prompt = parse_token_ids(o.token_ids);
-    auto model = Model::load(o.model);
+    auto model = Model::load(o.model, load_options(o.device));
     auto ctx = make_context(*model, o, prompt.size());
     runtime::Generator gen(*ctx, nullptr);
     runtime::GenerationCallbacks cb;
@@ -190,7 +190,7 @@ int run_text(const GenerateOptions& o) {
     const std::vector<int32_t> prompt =
         tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
     if (prompt.empty()) fail("the prompt is empty and the tokenizer adds no BOS");
-    auto model = Model::load(o.model);
+    auto model = Model::load(o.model, load_options(o.device));
     auto ctx = make_context(*model, o, prompt.size());
     runtime::Generator gen(*ctx, &tok);
     runtime::GenerationCallbacks cb;

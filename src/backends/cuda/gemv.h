@@ -77,6 +77,15 @@ void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* works
 // weight type.
 void launch_gemv_q8_multi(const GemvArgs* a, int n, int8_t* workspace, cudaStream_t s);
 
+// Q6_K rows in planes (gemv_q8.cu; ops::WeightView::decode_layout): bytes of one
+// repacked row of n_in values, the repack of `rows` plain rows on stream s, and the
+// one-token GEMV over the planes (a.w / a.row_bytes: the planes; the same result as
+// launch_gemv_q8 on the plain rows, bit for bit).
+uint64_t q6k_planes_row_bytes(int64_t n_in);
+void launch_repack_q6k_planes(const uint8_t* src, uint64_t src_row_bytes, uint8_t* dst, int64_t rows, int64_t n_in,
+                              cudaStream_t s);
+void launch_gemv_q6k_planes(const GemvArgs& a, int8_t* workspace, cudaStream_t s);
+
 struct MatmulEnv;
 // The GEMV for these arguments (matmul.cu): the integer one in the default
 // precision where it supports the weight type, else the f32 one.

@@ -161,9 +161,12 @@ struct Unit<GgmlType::Q6_K> {
         const int64_t b = u / 8;
         const int k = static_cast<int>(u % 8), h = k / 4, l0 = 8 * (k % 4);
         const uint8_t* blk = row + b * 210;
-        const uint2 qa = load8_a2(blk + 64 * h + l0), qb = load8_a2(blk + 64 * h + 32 + l0),
-                    qh = load8_a2(blk + 128 + 32 * h + l0), sc = load8_a2(blk + 192 + 8 * h);
-        const float dd = f16(blk + 208);
+        assemble(load8_a2(blk + 64 * h + l0), load8_a2(blk + 64 * h + 32 + l0), load8_a2(blk + 128 + 32 * h + l0),
+                 load8_a2(blk + 192 + 8 * h), f16(blk + 208), b, h, l0);
+    }
+    // The unit from its pieces: ql bytes l0.. of the half's two 32-byte runs (qa, qb),
+    // qh bytes, the half's 8 scales and the block scale.
+    __device__ void assemble(uint2 qa, uint2 qb, uint2 qh, uint2 sc, float dd, int64_t b, int h, int l0) {
         const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
         auto make = [&](uint2 ql, int shift_l, int shift_h) {
             return make_uint2(__vsubss4(((ql.x >> shift_l) & m4) | (((qh.x >> shift_h) & m2) << 4), 0x20202020u),
@@ -536,6 +539,131 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks(NT, RW, KU)) gemv_q8_k
     }
 }
 
+// ---- Q6_K rows in planes (ops::WeightView::decode_layout) --------------------------
+// A Q6_K unit of the plain layout takes 13 word loads: its pieces are only 2-byte
+// aligned in 210-byte blocks, and the one-token GEMV of the LM head (262,144 rows)
+// is bound by those load instructions, not by DRAM (2.1 TB/s). Repacked per row
+// into planes (ql [nb][128], qh [nb][64], scales [nb][16], d [nb]; the row padded to
+// 16 bytes), the same unit is four aligned 8-byte loads and one 2-byte load of the
+// same values, so the same sums: bit for bit the plain kernel's result. H200, the
+// 26B-A4B's LM head: 283 -> 234 us, 221 with the activations in registers
+// (CudaDecodeLayout.DISABLED_Throughput).
+__device__ __forceinline__ uint2 ld_weights8(const uint8_t* p) {
+    uint2 r;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+
+struct Q6kPlaneUnit : Unit<GgmlType::Q6_K> {
+    __device__ void load_planes(const uint8_t* row, int64_t nb, int64_t u) {
+        const int64_t b = u / 8;
+        const int k = static_cast<int>(u % 8), h = k / 4, l0 = 8 * (k % 4);
+        const uint8_t* ql = row + b * 128 + 64 * h + l0;
+        assemble(ld_weights8(ql), ld_weights8(ql + 32), ld_weights8(row + nb * 128 + b * 64 + 32 * h + l0),
+                 ld_weights8(row + nb * 192 + b * 16 + 8 * h), f16(row + nb * 208 + 2 * b), b, h, l0);
+    }
+};
+
+// One row per warp, kPlaneUnits units per lane in flight (loads first), summed in the
+// plain kernel's order: gemv_q8_kernel<Q6_K, 1, 1, 1> (no prefetch: the matrices this
+// serves are far above kPrefetchMaxBytes) with the planes' loads. A compile
+// definition so the choice can be measured: 2 units at 8 blocks per SM lost (LM head
+// 234 -> 309 us).
+#ifndef HF2Q_Q6K_PLANE_UNITS
+#define HF2Q_Q6K_PLANE_UNITS 1
+#endif
+constexpr int kPlaneUnits = HF2Q_Q6K_PLANE_UNITS;
+
+__global__ void __launch_bounds__(kWarps * 32, kPlaneUnits == 1 ? 12 : 8)
+    gemv_q6k_planes_kernel(GemvArgs a, Q8Input xin) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+    pdl_begin();
+    if (o >= a.n_out) return;
+    const uint8_t* row = a.w + static_cast<uint64_t>(o) * a.row_bytes;
+    const int64_t nb = a.n_in / 256, units = a.n_in / 32;
+    const XRow xr = {xin.q.q, xin.q.ds};
+    float acc = 0.0f;
+    for (int64_t u = lane; u < units; u += 32 * kPlaneUnits) {
+        Q6kPlaneUnit wu[kPlaneUnits];
+        Unit<GgmlType::Q6_K>::X x[kPlaneUnits];
+#pragma unroll
+        for (int k = 0; k < kPlaneUnits; ++k) {
+            const int64_t uk = u + 32 * k < units ? u + 32 * k : u;
+            wu[k].load_planes(row, nb, uk);
+            x[k].load(xr, wu[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < kPlaneUnits; ++k)
+            if (u + 32 * k < units) acc += wu[k].dot(x[k]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0) a.y[o] = acc;
+}
+
+// The activations held in registers: a lane's units of a row are always units lane,
+// lane + 32, ... (at most 32·R of them), so it loads their activations once and
+// walks kPlaneRows rows with the weight loads only (5 per unit instead of 13). Same
+// order of sums as the one-row kernels: the same bits. Compile definition
+// HF2Q_Q6K_PLANE_ROWS: rows per warp, 0 for the kernel above (LM head: 4 rows 228
+// us, 8 rows 221, 16 rows 223).
+#ifndef HF2Q_Q6K_PLANE_ROWS
+#define HF2Q_Q6K_PLANE_ROWS 8
+#endif
+constexpr int kPlaneRows = HF2Q_Q6K_PLANE_ROWS;
+
+template <int R>
+__global__ void __launch_bounds__(kWarps * 32) gemv_q6k_planes_xreg_kernel(GemvArgs a, Q8Input xin) {
+    using U = Unit<GgmlType::Q6_K>;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kPlaneRows;
+    pdl_begin();
+    if (o0 >= a.n_out) return;
+    const int64_t nb = a.n_in / 256, units = a.n_in / 32;
+    const XRow xr = {xin.q.q, xin.q.ds};
+    U::X x[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+        const int64_t u = lane + 32 * k < units ? lane + 32 * k : 0;  // idle lanes: unit 0, in bounds
+        U where;  // only the unit's place: v0 and xb
+        const int64_t b = u / 8;
+        const int kk = static_cast<int>(u % 8), h = kk / 4, l0 = 8 * (kk % 4);
+        where.v0 = b * 256 + 128 * h + l0;
+        where.xb = b * 8 + 4 * h;
+        x[k].load(xr, where);
+    }
+    const int64_t o1 = o0 + kPlaneRows < a.n_out ? o0 + kPlaneRows : a.n_out;
+    for (int64_t o = o0; o < o1; ++o) {
+        const uint8_t* row = a.w + static_cast<uint64_t>(o) * a.row_bytes;
+        Q6kPlaneUnit wu[R];
+#pragma unroll
+        for (int k = 0; k < R; ++k) wu[k].load_planes(row, nb, lane + 32 * k < units ? lane + 32 * k : 0);
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < R; ++k)
+            if (lane + 32 * k < units) acc += wu[k].dot(x[k]);
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        if (lane == 0) a.y[o] = acc;
+    }
+}
+
+// Thread per (row, block): the block's pieces into the row's planes (once, at load).
+__global__ void repack_q6k_planes_kernel(const uint8_t* src, uint64_t src_row_bytes, uint8_t* dst,
+                                         uint64_t dst_row_bytes, int64_t rows, int64_t nb) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i >= rows * nb) return;
+    const int64_t r = i / nb, b = i % nb;
+    const uint8_t* blk = src + static_cast<uint64_t>(r) * src_row_bytes + b * 210;
+    uint8_t* row = dst + static_cast<uint64_t>(r) * dst_row_bytes;
+    for (int j = 0; j < 128; ++j) row[b * 128 + j] = blk[j];
+    for (int j = 0; j < 64; ++j) row[nb * 128 + b * 64 + j] = blk[128 + j];
+    for (int j = 0; j < 16; ++j) row[nb * 192 + b * 16 + j] = blk[192 + j];
+    row[nb * 208 + 2 * b] = blk[208];
+    row[nb * 208 + 2 * b + 1] = blk[209];
+}
+
 template <class F>
 bool dispatch_q8_type(GgmlType t, F&& f) {
     switch (t) {
@@ -674,6 +802,33 @@ void launch_gemv_q8_multi(const GemvArgs* a, int n, int8_t* workspace, cudaStrea
         }
         if (g.n > 0) launch_segments(g, 1, xq, s);
     }
+}
+
+uint64_t q6k_planes_row_bytes(int64_t n_in) {
+    return (static_cast<uint64_t>(n_in / 256) * 210 + 15) / 16 * 16;
+}
+
+void launch_repack_q6k_planes(const uint8_t* src, uint64_t src_row_bytes, uint8_t* dst, int64_t rows, int64_t n_in,
+                              cudaStream_t s) {
+    HF2Q_ASSERT(n_in % 256 == 0);
+    const int64_t nb = n_in / 256;
+    launch(repack_q6k_planes_kernel, grid_1d(rows * nb, 256), 256, 0, s, src, src_row_bytes, dst,
+           q6k_planes_row_bytes(n_in), rows, nb);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+void launch_gemv_q6k_planes(const GemvArgs& a, int8_t* workspace, cudaStream_t s) {
+    HF2Q_ASSERT(a.n_rows == 1 && a.n_in % 256 == 0 && a.offsets == nullptr && aligned16(a.w) &&
+                a.row_bytes == q6k_planes_row_bytes(a.n_in));
+    const Q8Input xq = quantize_activations(a, workspace, s);
+    // Rows of up to 3,072 values (the 26B-A4B's 2,816, E4B's 2,560, E2B's 1,536) keep
+    // their activations in registers: H200, LM head 234 -> 221 us. Six rounds (the
+    // 31B's 5,376) took 197 registers and lost: 445 -> 498 us.
+    if (kPlaneRows > 0 && a.n_in / 32 <= 32 * 3)
+        launch(gemv_q6k_planes_xreg_kernel<3>, grid_1d(a.n_out, kWarps * kPlaneRows), kWarps * 32, 0, s, a, xq);
+    else
+        launch(gemv_q6k_planes_kernel, grid_1d(a.n_out, kWarps), kWarps * 32, 0, s, a, xq);
+    HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace hf2q::cuda

@@ -74,6 +74,14 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
         GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
         a.n_rows = p.n_tokens;
         a.x_prep = p.x_prep;
+        if (p.n_tokens == 1 && p.w.decode_layout != nullptr && p.w.type == GgmlType::Q6_K &&
+            env.precision == MatmulPrecision::bf16 && gemv_q8_supported(a, env.ws->q8_bytes)) {
+            // The planes of CudaBackend::decode_layout: the same sums, fewer loads.
+            a.w = static_cast<const uint8_t*>(p.w.decode_layout);
+            a.row_bytes = q6k_planes_row_bytes(p.w.n_in);
+            launch_gemv_q6k_planes(a, env.ws->q8, s);
+            return;
+        }
         launch_any_gemv(a, 1, env, s);
         return;
     }

@@ -196,7 +196,7 @@ void visit(Weights& w, FnView&& view, FnVec&& vec) {
 
 }  // namespace
 
-Weights place_weights(const Weights& host, ops::Backend& be) {
+Weights place_weights(const Weights& host, ops::Backend& be, bool decode_layouts) {
     Weights w;
     w.token_embd = host.token_embd;
     w.output = host.output;
@@ -232,6 +232,11 @@ Weights place_weights(const Weights& host, ops::Backend& be) {
                 }
             HF2Q_ASSERT(false);
         });
+    if (decode_layouts) {
+        // Tied heads: the embedding's view carries it; its row gathers read `data`.
+        ops::WeightView& head = w.output.empty() ? w.token_embd : w.output;
+        head.decode_layout = be.decode_layout(head);
+    }
     return w;
 }
 

@@ -87,7 +87,9 @@ Weights load_weights(const gguf::File& f, const Config& c);
 
 // A copy of the table whose pointers are in `be`'s memory: every matrix and vector is
 // uploaded once (device backends). For host-memory backends the views are shared.
-// The returned table must not outlive `be` or `host`.
-Weights place_weights(const Weights& host, ops::Backend& be);
+// The returned table must not outlive `be` or `host`. With decode_layouts the LM head
+// also gets the backend's copy for one-token matmuls (ops::Backend::decode_layout):
+// it is the largest matrix a decode step reads.
+Weights place_weights(const Weights& host, ops::Backend& be, bool decode_layouts = true);
 
 }  // namespace hf2q::gemma4
