@@ -263,7 +263,13 @@ __global__ void attention_combine_kernel(const ops::AttentionParams p,
 // and the kernel's double buffer has nothing to overlap; two keep one load in flight
 // behind the math while short contexts still spread over many blocks. Measured on
 // the H200 against 1, 4 and 8 (docs/attention.md): best or close up to ~1000 keys.
-constexpr int64_t kMinChunksPerSplit = 2;
+// That was kernel time; for one-token decode a second split also costs the combine
+// launch on the critical path, so the choice is a compile definition for the A/B of
+// whole decode steps.
+#ifndef HF2Q_ATTN_MIN_CHUNKS
+#define HF2Q_ATTN_MIN_CHUNKS 2
+#endif
+constexpr int64_t kMinChunksPerSplit = HF2Q_ATTN_MIN_CHUNKS;
 
 // The most key-range splits worth launching: the chunks of the longest visible key
 // range (max_keys, at most the window on sliding layers), kMinChunksPerSplit per
