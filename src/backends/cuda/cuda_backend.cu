@@ -2,6 +2,7 @@
 // ops::Backend::begin_side), a cuBLAS handle, every allocation, and the matmul
 // scratch. Ops enqueue on the stream of the chain being issued; download() synchronises.
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "backends/cuda/common.cuh"
@@ -9,6 +10,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
+#include "core/checked.h"
 #include "core/progress.h"
 
 namespace hf2q::cuda {
@@ -198,11 +200,10 @@ public:
     // kDecodeLayoutHeadroom free for the contexts' workspaces and KV cache.
     const void* decode_layout(const ops::WeightView& w) override {
         if (w.type != GgmlType::Q6_K || w.n_in <= 0 || w.n_in % 256 != 0 || w.n_out <= 0 || w.empty()) return nullptr;
-        uint64_t bytes = 0;
-        if (__builtin_mul_overflow(q6k_planes_row_bytes(w.n_in), static_cast<uint64_t>(w.n_out), &bytes) ||
-            bytes + kDecodeLayoutHeadroom > free_memory())
-            return nullptr;
-        void* d = alloc(static_cast<size_t>(bytes));
+        const std::optional<uint64_t> bytes = checked_mul(q6k_planes_row_bytes(w.n_in), static_cast<uint64_t>(w.n_out));
+        const uint64_t free_b = free_memory();
+        if (!bytes || free_b < kDecodeLayoutHeadroom || *bytes > free_b - kDecodeLayoutHeadroom) return nullptr;
+        void* d = alloc(static_cast<size_t>(*bytes));
         launch_repack_q6k_planes(static_cast<const uint8_t*>(w.data), w.row_bytes, static_cast<uint8_t*>(d), w.n_out,
                                  w.n_in, stream_);
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));

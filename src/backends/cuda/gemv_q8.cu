@@ -157,6 +157,11 @@ struct Unit<GgmlType::Q6_K> {
     uint2 q[4];
     float d[4];
     int64_t v0, xb;  // value of (g 0, l0); 32-blocks of the activation for g 0
+    // Where the activations of unit (block b, half h, offset l0) are: all X::load needs.
+    __device__ void place(int64_t b, int h, int l0) {
+        v0 = b * 256 + 128 * h + l0;
+        xb = b * 8 + 4 * h;
+    }
     __device__ void load(const uint8_t* row, int64_t u) {
         const int64_t b = u / 8;
         const int k = static_cast<int>(u % 8), h = k / 4, l0 = 8 * (k % 4);
@@ -179,8 +184,7 @@ struct Unit<GgmlType::Q6_K> {
 #pragma unroll
         for (int g = 0; g < 4; ++g)
             d[g] = dd * static_cast<float>(static_cast<int8_t>(byte_of(sc, 2 * g + l0 / 16)));
-        v0 = b * 256 + 128 * h + l0;
-        xb = b * 8 + 4 * h;
+        place(b, h, l0);
     }
     struct X {
         int2 a[4];
@@ -564,18 +568,11 @@ struct Q6kPlaneUnit : Unit<GgmlType::Q6_K> {
     }
 };
 
-// One row per warp, kPlaneUnits units per lane in flight (loads first), summed in the
-// plain kernel's order: gemv_q8_kernel<Q6_K, 1, 1, 1> (no prefetch: the matrices this
-// serves are far above kPrefetchMaxBytes) with the planes' loads. A compile
-// definition so the choice can be measured: 2 units at 8 blocks per SM lost (LM head
-// 234 -> 309 us).
-#ifndef HF2Q_Q6K_PLANE_UNITS
-#define HF2Q_Q6K_PLANE_UNITS 1
-#endif
-constexpr int kPlaneUnits = HF2Q_Q6K_PLANE_UNITS;
-
-__global__ void __launch_bounds__(kWarps * 32, kPlaneUnits == 1 ? 12 : 8)
-    gemv_q6k_planes_kernel(GemvArgs a, Q8Input xin) {
+// One row per warp, one unit per lane in flight: gemv_q8_kernel<Q6_K, 1, 1, 1> (no
+// prefetch: the matrices this serves are far above kPrefetchMaxBytes) with the
+// planes' loads, summed in the same order. Two units in flight at 8 blocks per SM lost
+// (LM head 234 -> 309 us).
+__global__ void __launch_bounds__(kWarps * 32, 12) gemv_q6k_planes_kernel(GemvArgs a, Q8Input xin) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
     pdl_begin();
@@ -584,18 +581,12 @@ __global__ void __launch_bounds__(kWarps * 32, kPlaneUnits == 1 ? 12 : 8)
     const int64_t nb = a.n_in / 256, units = a.n_in / 32;
     const XRow xr = {xin.q.q, xin.q.ds};
     float acc = 0.0f;
-    for (int64_t u = lane; u < units; u += 32 * kPlaneUnits) {
-        Q6kPlaneUnit wu[kPlaneUnits];
-        Unit<GgmlType::Q6_K>::X x[kPlaneUnits];
-#pragma unroll
-        for (int k = 0; k < kPlaneUnits; ++k) {
-            const int64_t uk = u + 32 * k < units ? u + 32 * k : u;
-            wu[k].load_planes(row, nb, uk);
-            x[k].load(xr, wu[k]);
-        }
-#pragma unroll
-        for (int k = 0; k < kPlaneUnits; ++k)
-            if (u + 32 * k < units) acc += wu[k].dot(x[k]);
+    for (int64_t u = lane; u < units; u += 32) {
+        Q6kPlaneUnit wu;
+        wu.load_planes(row, nb, u);
+        Unit<GgmlType::Q6_K>::X x;
+        x.load(xr, wu);
+        acc += wu.dot(x);
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
@@ -626,11 +617,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q6k_planes_xreg_kernel(GemvA
 #pragma unroll
     for (int k = 0; k < R; ++k) {
         const int64_t u = lane + 32 * k < units ? lane + 32 * k : 0;  // idle lanes: unit 0, in bounds
-        U where;  // only the unit's place: v0 and xb
-        const int64_t b = u / 8;
-        const int kk = static_cast<int>(u % 8), h = kk / 4, l0 = 8 * (kk % 4);
-        where.v0 = b * 256 + 128 * h + l0;
-        where.xb = b * 8 + 4 * h;
+        const int kk = static_cast<int>(u % 8);
+        U where;  // only the unit's place
+        where.place(u / 8, kk / 4, 8 * (kk % 4));
         x[k].load(xr, where);
     }
     const int64_t o1 = o0 + kPlaneRows < a.n_out ? o0 + kPlaneRows : a.n_out;
