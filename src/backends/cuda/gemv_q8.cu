@@ -157,21 +157,28 @@ struct Unit<GgmlType::Q6_K> {
     uint2 q[4];
     float d[4];
     int64_t v0, xb;  // value of (g 0, l0); 32-blocks of the activation for g 0
-    // Where the activations of unit (block b, half h, offset l0) are: all X::load needs.
-    __device__ void place(int64_t b, int h, int l0) {
-        v0 = b * 256 + 128 * h + l0;
-        xb = b * 8 + 4 * h;
+    // Unit u of a row: block b, half h, offset l0 of its 8 values in each group. Every
+    // layout (plain, planes) and the register kernel's activation loads use this.
+    struct At {
+        int64_t b;
+        int h, l0;
+        __device__ explicit At(int64_t u)
+            : b(u / 8), h(static_cast<int>(u % 8) / 4), l0(8 * (static_cast<int>(u % 8) % 4)) {}
+    };
+    // Where the activations of the unit are: all X::load needs.
+    __device__ void place(const At& at) {
+        v0 = at.b * 256 + 128 * at.h + at.l0;
+        xb = at.b * 8 + 4 * at.h;
     }
     __device__ void load(const uint8_t* row, int64_t u) {
-        const int64_t b = u / 8;
-        const int k = static_cast<int>(u % 8), h = k / 4, l0 = 8 * (k % 4);
-        const uint8_t* blk = row + b * 210;
-        assemble(load8_a2(blk + 64 * h + l0), load8_a2(blk + 64 * h + 32 + l0), load8_a2(blk + 128 + 32 * h + l0),
-                 load8_a2(blk + 192 + 8 * h), f16(blk + 208), b, h, l0);
+        const At at(u);
+        const uint8_t* blk = row + at.b * 210;
+        assemble(load8_a2(blk + 64 * at.h + at.l0), load8_a2(blk + 64 * at.h + 32 + at.l0),
+                 load8_a2(blk + 128 + 32 * at.h + at.l0), load8_a2(blk + 192 + 8 * at.h), f16(blk + 208), at);
     }
     // The unit from its pieces: ql bytes l0.. of the half's two 32-byte runs (qa, qb),
     // qh bytes, the half's 8 scales and the block scale.
-    __device__ void assemble(uint2 qa, uint2 qb, uint2 qh, uint2 sc, float dd, int64_t b, int h, int l0) {
+    __device__ void assemble(uint2 qa, uint2 qb, uint2 qh, uint2 sc, float dd, const At& at) {
         const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
         auto make = [&](uint2 ql, int shift_l, int shift_h) {
             return make_uint2(__vsubss4(((ql.x >> shift_l) & m4) | (((qh.x >> shift_h) & m2) << 4), 0x20202020u),
@@ -183,8 +190,8 @@ struct Unit<GgmlType::Q6_K> {
         q[3] = make(qb, 4, 6);
 #pragma unroll
         for (int g = 0; g < 4; ++g)
-            d[g] = dd * static_cast<float>(static_cast<int8_t>(byte_of(sc, 2 * g + l0 / 16)));
-        place(b, h, l0);
+            d[g] = dd * static_cast<float>(static_cast<int8_t>(byte_of(sc, 2 * g + at.l0 / 16)));
+        place(at);
     }
     struct X {
         int2 a[4];
@@ -560,11 +567,10 @@ __device__ __forceinline__ uint2 ld_weights8(const uint8_t* p) {
 
 struct Q6kPlaneUnit : Unit<GgmlType::Q6_K> {
     __device__ void load_planes(const uint8_t* row, int64_t nb, int64_t u) {
-        const int64_t b = u / 8;
-        const int k = static_cast<int>(u % 8), h = k / 4, l0 = 8 * (k % 4);
-        const uint8_t* ql = row + b * 128 + 64 * h + l0;
-        assemble(ld_weights8(ql), ld_weights8(ql + 32), ld_weights8(row + nb * 128 + b * 64 + 32 * h + l0),
-                 ld_weights8(row + nb * 192 + b * 16 + 8 * h), f16(row + nb * 208 + 2 * b), b, h, l0);
+        const At at(u);
+        const uint8_t* ql = row + at.b * 128 + 64 * at.h + at.l0;
+        assemble(ld_weights8(ql), ld_weights8(ql + 32), ld_weights8(row + nb * 128 + at.b * 64 + 32 * at.h + at.l0),
+                 ld_weights8(row + nb * 192 + at.b * 16 + 8 * at.h), f16(row + nb * 208 + 2 * at.b), at);
     }
 };
 
@@ -617,9 +623,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q6k_planes_xreg_kernel(GemvA
 #pragma unroll
     for (int k = 0; k < R; ++k) {
         const int64_t u = lane + 32 * k < units ? lane + 32 * k : 0;  // idle lanes: unit 0, in bounds
-        const int kk = static_cast<int>(u % 8);
         U where;  // only the unit's place
-        where.place(u / 8, kk / 4, 8 * (kk % 4));
+        where.place(U::At(u));
         x[k].load(xr, where);
     }
     const int64_t o1 = o0 + kPlaneRows < a.n_out ? o0 + kPlaneRows : a.n_out;
