@@ -265,7 +265,8 @@ __global__ void attention_combine_kernel(const ops::AttentionParams p,
 // the H200 against 1, 4 and 8 (docs/attention.md): best or close up to ~1000 keys.
 // That was kernel time; for one-token decode a second split also costs the combine
 // launch on the critical path, so the choice is a compile definition for the A/B of
-// whole decode steps.
+// whole decode steps: 4 (one split, no combine at tg128's <= 128 keys) did not win
+// (tg128 369.9 / 368.3 -> 364.4 / 367.8, docs/performance.md, session 14).
 #ifndef HF2Q_ATTN_MIN_CHUNKS
 #define HF2Q_ATTN_MIN_CHUNKS 2
 #endif
