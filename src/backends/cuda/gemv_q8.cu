@@ -69,7 +69,19 @@ __device__ __forceinline__ uint4 with_bit4(uint4 q, uint4 qh, int j) {
     return make_uint4(q.x | (((qh.x >> j) & 0x01010101u) << 4), q.y | (((qh.y >> j) & 0x01010101u) << 4),
                       q.z | (((qh.z >> j) & 0x01010101u) << 4), q.w | (((qh.w >> j) & 0x01010101u) << 4));
 }
-__device__ __forceinline__ uint4 sub_bytes(uint4 q, uint32_t k) {  // per byte q − k, signed
+// Per byte q − k as signed bytes, for bytes of q and k below 128 (the offset-binary
+// quants: Q4_0 − 8, Q5_0 − 16, Q6_K − 32): with bit 7 set in every byte of q the
+// subtraction cannot borrow across bytes, and flipping bit 7 back gives q − k mod
+// 256. Three integer operations; __vsubss4 (saturating, which these never need) has
+// no sm_90 instruction and compiles to about fifteen.
+__device__ __forceinline__ uint32_t sub_small_bytes(uint32_t q, uint32_t k) {
+    return ((q | 0x80808080u) - k) ^ 0x80808080u;
+}
+__device__ __forceinline__ uint4 sub_bytes(uint4 q, uint32_t k) {
+    return make_uint4(sub_small_bytes(q.x, k), sub_small_bytes(q.y, k), sub_small_bytes(q.z, k),
+                      sub_small_bytes(q.w, k));
+}
+__device__ __forceinline__ uint4 sub_bytes_saturating(uint4 q, uint32_t k) {
     return make_uint4(__vsubss4(q.x, k), __vsubss4(q.y, k), __vsubss4(q.z, k), __vsubss4(q.w, k));
 }
 
@@ -181,8 +193,8 @@ struct Unit<GgmlType::Q6_K> {
     __device__ void assemble(uint2 qa, uint2 qb, uint2 qh, uint2 sc, float dd, const At& at) {
         const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
         auto make = [&](uint2 ql, int shift_l, int shift_h) {
-            return make_uint2(__vsubss4(((ql.x >> shift_l) & m4) | (((qh.x >> shift_h) & m2) << 4), 0x20202020u),
-                              __vsubss4(((ql.y >> shift_l) & m4) | (((qh.y >> shift_h) & m2) << 4), 0x20202020u));
+            return make_uint2(sub_small_bytes(((ql.x >> shift_l) & m4) | (((qh.x >> shift_h) & m2) << 4), 0x20202020u),
+                              sub_small_bytes(((ql.y >> shift_l) & m4) | (((qh.y >> shift_h) & m2) << 4), 0x20202020u));
         };
         q[0] = make(qa, 0, 0);
         q[1] = make(qb, 0, 2);
@@ -292,8 +304,10 @@ struct Unit<GgmlType::Q4_0> : BlockUnit {
         const uint8_t* blk = row + b * 18;
         d = f16(blk);
         const uint4 q = load16_a2(blk + 2);
-        lo = sub_bytes(nibbles_lo(q), 0x08080808u);
-        hi = sub_bytes(nibbles_hi(q), 0x08080808u);
+        // The saturating form, not sub_bytes: with the cheaper one the one-row kernels
+        // spill 44-48 bytes at their 40 registers (ptxas, sm_90a).
+        lo = sub_bytes_saturating(nibbles_lo(q), 0x08080808u);
+        hi = sub_bytes_saturating(nibbles_hi(q), 0x08080808u);
     }
 };
 
