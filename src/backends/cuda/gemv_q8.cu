@@ -172,8 +172,9 @@ struct Unit<GgmlType::Q6_K> {
     // Unit u of a row: block b, half h, offset l0 of its 8 values in each group. Every
     // layout (plain, planes) and the register kernel's activation loads use this.
     struct At {
-        int64_t b;
-        int h, l0;
+        int64_t b = 0;
+        int h = 0, l0 = 0;
+        At() = default;
         __device__ explicit At(int64_t u)
             : b(u / 8), h(static_cast<int>(u % 8) / 4), l0(8 * (static_cast<int>(u % 8) % 4)) {}
     };
@@ -579,13 +580,36 @@ __device__ __forceinline__ uint2 ld_weights8(const uint8_t* p) {
     return r;
 }
 
-struct Q6kPlaneUnit : Unit<GgmlType::Q6_K> {
-    __device__ void load_planes(const uint8_t* row, int64_t nb, int64_t u) {
-        const At at(u);
-        const uint8_t* ql = row + at.b * 128 + 64 * at.h + at.l0;
-        assemble(ld_weights8(ql), ld_weights8(ql + 32), ld_weights8(row + nb * 128 + at.b * 64 + 32 * at.h + at.l0),
-                 ld_weights8(row + nb * 192 + at.b * 16 + 8 * at.h), f16(row + nb * 208 + 2 * at.b), at);
+// The block scale (2-byte aligned in the planes) as one 2-byte load.
+__device__ __forceinline__ float ld_weights_f16(const uint8_t* p) {
+    uint16_t h;
+    asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(h) : "l"(p));
+    return __half2float(__ushort_as_half(h));
+}
+
+// Where unit u's pieces sit in a planes row of nb blocks: byte offsets of its quants
+// (ql; the second run is 32 bytes on), high bits, the half's scales and the block
+// scale. They depend on the unit, not on the row, so a lane that walks rows with
+// the same units (the register kernel) works them out once.
+struct PlaneOffsets {
+    Unit<GgmlType::Q6_K>::At at;
+    uint32_t ql = 0, qh = 0, sc = 0, d = 0;
+    PlaneOffsets() = default;
+    __device__ PlaneOffsets(int64_t nb, int64_t u) : at(u) {
+        const uint32_t n = static_cast<uint32_t>(nb), b = static_cast<uint32_t>(at.b);
+        ql = b * 128 + 64 * at.h + at.l0;
+        qh = n * 128 + b * 64 + 32 * at.h + at.l0;
+        sc = n * 192 + b * 16 + 8 * at.h;
+        d = n * 208 + 2 * b;
     }
+};
+
+struct Q6kPlaneUnit : Unit<GgmlType::Q6_K> {
+    __device__ void load_planes(const uint8_t* row, const PlaneOffsets& o) {
+        assemble(ld_weights8(row + o.ql), ld_weights8(row + o.ql + 32), ld_weights8(row + o.qh),
+                 ld_weights8(row + o.sc), ld_weights_f16(row + o.d), o.at);
+    }
+    __device__ void load_planes(const uint8_t* row, int64_t nb, int64_t u) { load_planes(row, PlaneOffsets(nb, u)); }
 };
 
 // One row per warp, one unit per lane in flight: gemv_q8_kernel<Q6_K, 1, 1, 1> (no
@@ -642,11 +666,14 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q6k_planes_xreg_kernel(GemvA
         x[k].load(xr, where);
     }
     const int64_t o1 = o0 + kPlaneRows < a.n_out ? o0 + kPlaneRows : a.n_out;
+    PlaneOffsets off[R];  // the same for every row: worked out once
+#pragma unroll
+    for (int k = 0; k < R; ++k) off[k] = PlaneOffsets(nb, lane + 32 * k < units ? lane + 32 * k : 0);
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* row = a.w + static_cast<uint64_t>(o) * a.row_bytes;
         Q6kPlaneUnit wu[R];
 #pragma unroll
-        for (int k = 0; k < R; ++k) wu[k].load_planes(row, nb, lane + 32 * k < units ? lane + 32 * k : 0);
+        for (int k = 0; k < R; ++k) wu[k].load_planes(row, off[k]);
         float acc = 0.0f;
 #pragma unroll
         for (int k = 0; k < R; ++k)
