@@ -276,6 +276,20 @@ __device__ __forceinline__ void kscale_header(uint2 h0, uint2 h1, int j, int& sc
     }
 }
 
+// The same without branches, for decoders whose lanes take different sub-blocks (the
+// integer GEMV's Q4_K units: the branching form diverges inside every warp). byte_perm
+// picks scales[j] (a), scales[j + 4] (b) and header byte j (c: scales[j − 4] for
+// j >= 4) for both cases, and the case is a select: the same integers (checked for
+// every j on random headers). Q5_K's one-row kernel keeps the other form: this one
+// spills 16 bytes at its 40 registers (ptxas, sm_90a).
+__device__ __forceinline__ void kscale_header_select(uint2 h0, uint2 h1, int j, int& sc, int& m) {
+    const uint32_t sel = static_cast<uint32_t>(j);
+    const uint32_t a = __byte_perm(h0.y, h1.x, sel), b = __byte_perm(h1.x, h1.y, sel), c = __byte_perm(h0.x, h0.y, sel);
+    const bool low = j < 4;
+    sc = static_cast<int>(low ? (a & 63) : ((b & 15) | ((c >> 2) & 0x30)));
+    m = static_cast<int>(low ? (b & 63) : (((b >> 4) & 15) | ((a >> 2) & 0x30)));
+}
+
 // The block formats of the common file types split dq8 in two: fetch() issues the
 // loads of a piece (8 values) into registers, decode() turns them into values.
 // dq8 is the two in a row; the grouped tile GEMM issues the fetch of its next

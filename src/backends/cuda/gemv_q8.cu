@@ -101,13 +101,22 @@ struct KUnit {
     float d0, d1, m0, m1;  // their scales and (h = 0 only) mins
     int64_t v0;            // first value of the unit's low half in the row
     int64_t sb;            // index of sub-block 2c in the row (32-value blocks)
+    // kSelect: the scales by kscale_header_select (Q4_K) or kscale_header (Q5_K).
+    template <bool kSelect>
     __device__ void place(uint4 hd, int64_t b, int c, int h) {
         const float d = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
+        const uint2 h0 = make_uint2(hd.x, hd.y), h1 = make_uint2(hd.z, hd.w);
+        auto scale = [&](int j, int& sc, int& m) {
+            if constexpr (kSelect)
+                kscale_header_select(h0, h1, j, sc, m);
+            else
+                kscale_header(h0, h1, j, sc, m);
+        };
         int sc, m;
-        kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c, sc, m);
+        scale(2 * c, sc, m);
         d0 = d * static_cast<float>(sc);
         m0 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
-        kscale_header(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), 2 * c + 1, sc, m);
+        scale(2 * c + 1, sc, m);
         d1 = d * static_cast<float>(sc);
         m1 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
         v0 = b * 256 + 64 * c + 16 * h;
@@ -137,7 +146,7 @@ struct Unit<GgmlType::Q4_K> : KUnit {
         const int k = static_cast<int>(u % 8), c = k / 2, h = k % 2;
         const uint8_t* blk = row + b * 144;
         const uint4 q = ld_weights16(blk + 16 + 32 * c + 16 * h);
-        place(ld_weights16(blk), b, c, h);
+        place<true>(ld_weights16(blk), b, c, h);
         lo = nibbles_lo(q);
         hi = nibbles_hi(q);
     }
@@ -152,7 +161,7 @@ struct Unit<GgmlType::Q5_K> : KUnit {
         const int k = static_cast<int>(u % 8), c = k / 2, h = k % 2;
         const uint8_t* blk = row + b * 176;
         const uint4 qh = ld_weights16(blk + 16 + 16 * h), q = ld_weights16(blk + 48 + 32 * c + 16 * h);
-        place(ld_weights16(blk), b, c, h);
+        place<false>(ld_weights16(blk), b, c, h);
         const uint4 l = nibbles_lo(q), hn = nibbles_hi(q);
         lo = with_bit4(l, qh, 2 * c);
         hi = with_bit4(hn, qh, 2 * c + 1);
