@@ -33,6 +33,12 @@ struct ModelLoadOptions {
     // one-token matmul reads faster (CUDA: a Q6_K head, about its size again: 0.6 GB
     // for the 26B-A4B; its tg128 and E4B's 2-3 % faster). Same results bit for bit.
     bool decode_layouts = true;
+    // Device backends may keep a BF16 copy of every dense matrix (attention, the dense
+    // MLP, the LM head; not the experts), so that matmuls of 17+ tokens (batched decode,
+    // prompt chunks) do not expand the quantized rows to BF16 on every call. Costs 2
+    // bytes per value: about 4.8 GB for the 26B-A4B. Same results bit for bit. Off by
+    // default.
+    bool batch_layouts = false;
 };
 
 // Facts about a loaded model for frontends.

@@ -88,6 +88,16 @@ public:
         return nullptr;
     }
 
+    // Weight w (already in this backend's memory) expanded to BF16 rows once, for
+    // WeightView::batch_layout: the backend's matmuls of batches above its GEMV range
+    // then skip the per-call expansion. Costs 2 bytes per value (about 3.5 times a
+    // Q4_K matrix) and is freed with the backend; null where the backend has no use
+    // for it. Default: none.
+    virtual const void* batch_layout(const WeightView& w) {
+        (void)w;
+        return nullptr;
+    }
+
     // Device memory not yet allocated, in bytes; 0 for host-memory backends.
     virtual size_t free_memory() const { return 0; }
 

@@ -21,6 +21,10 @@ struct WeightView {
     // planes). A backend may read it instead of `data` where it knows the layout; the
     // result is the same bit for bit. Every other op reads `data`.
     const void* decode_layout = nullptr;
+    // Optional: the same matrix in BF16, rows of n_in values (Backend::batch_layout),
+    // which a device backend's matmuls of many tokens read instead of expanding `data`
+    // on every call. The result is the same bit for bit.
+    const void* batch_layout = nullptr;
 
     bool empty() const { return data == nullptr; }
 };

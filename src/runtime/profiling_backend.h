@@ -46,6 +46,7 @@ class ProfilingBackend final : public ops::Backend {
     void synchronize() override { inner_->synchronize(); }
     size_t free_memory() const override { return inner_->free_memory(); }
     const void* decode_layout(const ops::WeightView& w) override { return inner_->decode_layout(w); }
+    const void* batch_layout(const ops::WeightView& w) override { return inner_->batch_layout(w); }
     void* alloc_host(size_t bytes) override { return inner_->alloc_host(bytes); }
     void free_host(void* p) override { inner_->free_host(p); }
     // Graph replay would hide the individual ops (and a capture must not

@@ -1685,6 +1685,38 @@ TEST_F(CudaDecodeLayout, Q6kPlanesGiveTheSameBits) {
 }
 
 // Only Q6_K rows of whole 256-value blocks get a layout; the CPU backend has none.
+// ops::Backend::batch_layout: the BF16 copy that matmuls of many tokens read instead of
+// expanding the rows per call gives the same bits as the expansion, for the file
+// types' matrix types, a few rows and many, and a padded output; one-token matmuls
+// ignore it. The CPU backend and empty views have none.
+TEST_F(CudaDecodeLayout, BatchLayoutGivesTheSameBits) {
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::F16, GgmlType::F32}) {
+        const bool kquant = t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+        const int64_t K = kquant ? 512 : 96;
+        for (int64_t N : {67, 5000}) {
+            const auto [wq, row_bytes] = random_quantized(t, N, K, 0.05f);
+            ops::WeightView w{t, K, N, row_bytes, dev(wq)};
+            ops::WeightView wl = w;
+            wl.batch_layout = gpu->batch_layout(w);
+            ASSERT_NE(wl.batch_layout, nullptr) << ggml_type_name(t);
+            for (int64_t T : {1, 20, 100}) {
+                const int64_t ys = N + 2;
+                float* x = dev(randn(static_cast<size_t>(T * K)));
+                float* y0 = dev(std::vector<float>(static_cast<size_t>(T * ys), 4.0f));
+                float* y1 = dev(std::vector<float>(static_cast<size_t>(T * ys), 4.0f));
+                gpu->matmul({w, x, y0, T, 0, ys});
+                gpu->matmul({wl, x, y1, T, 0, ys});
+                const size_t n = static_cast<size_t>(T * ys);
+                EXPECT_EQ(float_bits(host(y1, n)), float_bits(host(y0, n)))
+                    << ggml_type_name(t) << " N=" << N << " T=" << T;
+            }
+        }
+    }
+    const auto [w6, rb6] = random_quantized(GgmlType::Q6_K, 8, 512, 0.05f);
+    EXPECT_EQ(cpu->batch_layout({GgmlType::Q6_K, 512, 8, rb6, w6.data()}), nullptr);
+    EXPECT_EQ(gpu->batch_layout({GgmlType::Q6_K, 512, 8, rb6, nullptr}), nullptr);
+}
+
 TEST_F(CudaDecodeLayout, NoneForOtherTypes) {
     const auto [wq, row_bytes] = random_quantized(GgmlType::Q4_K, 8, 512, 0.05f);
     EXPECT_EQ(gpu->decode_layout({GgmlType::Q4_K, 512, 8, row_bytes, dev(wq)}), nullptr);

@@ -210,6 +210,21 @@ public:
         return d;
     }
 
+    // Every type the expansion decodes: the BF16 rows gemm_bf16 would otherwise write
+    // on each call (H200, 26B-A4B: the dense matrices and the LM head, 4.8 GB). Only
+    // where the copy leaves kDecodeLayoutHeadroom free.
+    const void* batch_layout(const ops::WeightView& w) override {
+        if (w.n_in <= 0 || w.n_out <= 0 || w.empty() || w.n_in > 2147483647 || w.n_out > 2147483647) return nullptr;
+        const std::optional<uint64_t> values = checked_mul(static_cast<uint64_t>(w.n_in), static_cast<uint64_t>(w.n_out));
+        const std::optional<uint64_t> bytes = values ? checked_mul(*values, uint64_t{2}) : std::nullopt;
+        const uint64_t free_b = free_memory();
+        if (!bytes || free_b < kDecodeLayoutHeadroom || *bytes > free_b - kDecodeLayoutHeadroom) return nullptr;
+        auto* d = static_cast<__nv_bfloat16*>(alloc(static_cast<size_t>(*bytes)));
+        expand_to_bf16(w, d, stream_);
+        HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return d;
+    }
+
     void rms_norm(const ops::RmsNormParams& p) override { launch_rms_norm(p, cur_stream()); }
     void residual_norms(const ops::ResidualNormsParams& p) override {
         ops::check_residual_norms(p);

@@ -158,15 +158,23 @@ void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, in
 void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s) {
     const int64_t n_in = p.w.n_in, xs = p.x_stride ? p.x_stride : n_in, ys = p.y_stride ? p.y_stride : p.w.n_out;
     to_bf16(p.x, xs, nullptr, p.n_tokens, n_in, ws, s);
+    check_cublas(cublasSetStream(h, s), "cublasSetStream");
+    if (p.w.batch_layout != nullptr) {  // the rows expand_to_bf16 wrote at load: the same values
+        gemm_ex(h, p.w.n_out, p.n_tokens, n_in, static_cast<const __nv_bfloat16*>(p.w.batch_layout), ws.x, p.y, ys);
+        return;
+    }
     const int64_t chunk = std::min<int64_t>(p.w.n_out, static_cast<int64_t>(ws.w_elems) / n_in);
     HF2Q_ASSERT(chunk >= 1);
-    check_cublas(cublasSetStream(h, s), "cublasSetStream");
     for (int64_t n0 = 0; n0 < p.w.n_out; n0 += chunk) {
         const int64_t rows = std::min(chunk, p.w.n_out - n0);
         expand(p.w.type, static_cast<const uint8_t*>(p.w.data), p.w.row_bytes, 0, n_in, n0, rows, ExpertList{}, ws.w,
                s);
         gemm_ex(h, rows, p.n_tokens, n_in, ws.w, ws.x, p.y + n0, ys);
     }
+}
+
+void expand_to_bf16(const ops::WeightView& w, __nv_bfloat16* out, cudaStream_t s) {
+    expand(w.type, static_cast<const uint8_t*>(w.data), w.row_bytes, 0, w.n_in, 0, w.n_out, ExpertList{}, out, s);
 }
 
 void gemm_bf16_grouped(const ops::MoeMatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s) {

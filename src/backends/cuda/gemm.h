@@ -38,8 +38,9 @@ constexpr int kMaxGroup = 128;
 void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n, GemmWorkspace& ws,
              cudaStream_t s, bool perm16 = false);
 
-// y = x · Wᵀ for a batch: W expanded to BF16 in row chunks that fit the workspace,
-// x converted to BF16 once, cuBLAS BF16 GEMM with f32 accumulation and f32 output.
+// y = x · Wᵀ for a batch: W expanded to BF16 in row chunks that fit the workspace
+// (or read from p.w.batch_layout, expanded once at load), x converted to BF16 once,
+// cuBLAS BF16 GEMM with f32 accumulation and f32 output.
 void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
 
 // The same over the experts of a 3-D weight, with the rows of each expert known on
@@ -63,6 +64,10 @@ ExpertLoad expert_load(const int32_t* host_offsets, int64_t n_experts);
 // (graph capture). A geglu product (ops/moe.h) is covered only by the register
 // kernels, which apply it in their epilogue, and only without y_prep.
 bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, GemmWorkspace& ws, cudaStream_t s);
+
+// All of w's rows expanded to BF16 into out (n_out × n_in values): the batch layout
+// (ops::Backend::batch_layout) that gemm_bf16 then multiplies without expanding.
+void expand_to_bf16(const ops::WeightView& w, __nv_bfloat16* out, cudaStream_t s);
 
 // Reference precision: W expanded to f32 in row chunks, cuBLAS SGEMM (FP32 units).
 void gemm_f32(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);

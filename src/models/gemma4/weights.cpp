@@ -196,7 +196,7 @@ void visit(Weights& w, FnView&& view, FnVec&& vec) {
 
 }  // namespace
 
-Weights place_weights(const Weights& host, ops::Backend& be, bool decode_layouts) {
+Weights place_weights(const Weights& host, ops::Backend& be, const PlaceOptions& opts) {
     Weights w;
     w.token_embd = host.token_embd;
     w.output = host.output;
@@ -232,10 +232,19 @@ Weights place_weights(const Weights& host, ops::Backend& be, bool decode_layouts
                 }
             HF2Q_ASSERT(false);
         });
-    if (decode_layouts) {
-        // Tied heads: the embedding's view carries it; its row gathers read `data`.
-        ops::WeightView& head = w.output.empty() ? w.token_embd : w.output;
-        head.decode_layout = be.decode_layout(head);
+    // Tied heads: the embedding's view carries the copies; its row gathers read `data`.
+    ops::WeightView& head = w.output.empty() ? w.token_embd : w.output;
+    if (opts.decode_layouts) head.decode_layout = be.decode_layout(head);
+    if (opts.batch_layouts) {
+        auto copy = [&](ops::WeightView& v) {
+            if (!v.empty()) v.batch_layout = be.batch_layout(v);
+        };
+        copy(head);
+        copy(w.per_layer_model_proj);
+        for (auto& l : w.layers)
+            for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up,
+                                       &l.ffn_down, &l.inp_gate, &l.proj})
+                copy(*v);
     }
     return w;
 }

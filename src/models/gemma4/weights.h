@@ -87,9 +87,15 @@ Weights load_weights(const gguf::File& f, const Config& c);
 
 // A copy of the table whose pointers are in `be`'s memory: every matrix and vector is
 // uploaded once (device backends). For host-memory backends the views are shared.
-// The returned table must not outlive `be` or `host`. With decode_layouts the LM head
-// also gets the backend's copy for one-token matmuls (ops::Backend::decode_layout):
-// it is the largest matrix a decode step reads.
-Weights place_weights(const Weights& host, ops::Backend& be, bool decode_layouts = true);
+// The returned table must not outlive `be` or `host`.
+struct PlaceOptions {
+    // The LM head also gets the backend's copy for one-token matmuls
+    // (ops::Backend::decode_layout): it is the largest matrix a decode step reads.
+    bool decode_layouts = true;
+    // Every dense 2-D matrix (not the experts, not the router) gets the backend's BF16
+    // copy for matmuls of many tokens (ops::Backend::batch_layout).
+    bool batch_layouts = false;
+};
+Weights place_weights(const Weights& host, ops::Backend& be, const PlaceOptions& o = {});
 
 }  // namespace hf2q::gemma4
