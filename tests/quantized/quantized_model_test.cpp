@@ -180,6 +180,45 @@ TEST(QuantizedModel, CudaMatchesCpuOnTheSameFile) {
     }
 }
 
+namespace {
+
+// Loads the file twice on CUDA, as `plain` and `other` load options, and checks that
+// the two models give the same logits bit for bit: a prompt of prompt_len tokens
+// (outputs for its last three), then `steps` one-token steps of sequence 0, the last
+// `two_seq` of them with sequence 1 beside it.
+void expect_same_logits(const std::string& path, const ModelLoadOptions& plain, const ModelLoadOptions& other,
+                        int32_t prompt_len, int steps, int two_seq) {
+    std::unique_ptr<Model> m[2];
+    std::unique_ptr<Context> ctx[2];
+    ContextOptions o = small_context(2);
+    o.backend = BackendKind::cuda;
+    for (int i = 0; i < 2; ++i) {
+        m[i] = Model::load(path, i == 0 ? plain : other);
+        ctx[i] = Context::create(*m[i], o);
+    }
+    const size_t V = static_cast<size_t>(ctx[0]->n_vocab());
+    auto same = [&](const char* what, int step) {
+        ASSERT_EQ(ctx[0]->n_outputs(), ctx[1]->n_outputs());
+        for (int32_t i = 0; i < ctx[0]->n_outputs(); ++i)
+            ASSERT_EQ(0, std::memcmp(ctx[0]->logits(i), ctx[1]->logits(i), V * sizeof(float)))
+                << what << " step " << step << " output " << i;
+    };
+    std::vector<BatchToken> prompt;
+    for (int32_t p = 0; p < prompt_len; ++p) prompt.push_back({3 + (p * 131 + 7) % 509, 0, p, p >= prompt_len - 3});
+    for (auto& c : ctx) c->decode(prompt);
+    same("prompt", 0);
+    int32_t len[2] = {prompt_len, 0};
+    for (int step = 0; step < steps; ++step) {
+        const int32_t tok = 5 + step * 37;
+        std::vector<BatchToken> b = {{tok, 0, len[0]++, true}};
+        if (step >= steps - two_seq) b.push_back({tok, 1, len[1]++, true});
+        for (auto& c : ctx) c->decode(b);
+        same("decode", step);
+    }
+}
+
+}  // namespace
+
 // ModelLoadOptions::decode_layouts: the Q4_K_M file's LM head (the tied embedding)
 // is Q6_K, so the CUDA backend keeps a copy in planes for its one-token matmuls. Two
 // models that differ only in that option give the same logits bit for bit: a prompt
@@ -195,35 +234,10 @@ TEST(QuantizedModel, CudaHeadCopyKeepsTheLogits) {
         ASSERT_NE(head, nullptr);
         ASSERT_EQ(head->type, GgmlType::Q6_K) << "the test needs a Q6_K head";
     }
-    std::unique_ptr<Model> m[2];
-    std::unique_ptr<Context> ctx[2];
-    ContextOptions o = small_context(2);
-    o.backend = BackendKind::cuda;
-    for (int i = 0; i < 2; ++i) {
-        ModelLoadOptions lo;
-        lo.decode_layouts = i == 1;
-        m[i] = Model::load(path, lo);
-        ctx[i] = Context::create(*m[i], o);
-    }
-    const size_t V = static_cast<size_t>(ctx[0]->n_vocab());
-    auto same = [&](const char* what, int step) {
-        ASSERT_EQ(ctx[0]->n_outputs(), ctx[1]->n_outputs());
-        for (int32_t i = 0; i < ctx[0]->n_outputs(); ++i)
-            ASSERT_EQ(0, std::memcmp(ctx[0]->logits(i), ctx[1]->logits(i), V * sizeof(float)))
-                << what << " step " << step << " output " << i;
-    };
-    std::vector<BatchToken> prompt;
-    for (int32_t p = 0; p < 12; ++p) prompt.push_back({3 + (p * 131 + 7) % 509, 0, p, true});
-    for (auto& c : ctx) c->decode(prompt);
-    same("prompt", 0);
-    int32_t len[2] = {12, 0};
-    for (int step = 0; step < 6; ++step) {
-        const int32_t tok = 5 + step * 37;
-        std::vector<BatchToken> b = {{tok, 0, len[0]++, true}};
-        if (step >= 4) b.push_back({tok, 1, len[1]++, true});
-        for (auto& c : ctx) c->decode(b);
-        same("decode", step);
-    }
+    ModelLoadOptions plain, other;
+    plain.decode_layouts = false;
+    other.decode_layouts = true;
+    expect_same_logits(path, plain, other, 12, 6, 2);
 }
 
 // ModelLoadOptions::batch_layouts: models that differ only in that option give the
@@ -231,36 +245,9 @@ TEST(QuantizedModel, CudaHeadCopyKeepsTheLogits) {
 // reads the BF16 copies) and then one- and two-sequence steps (which do not).
 TEST(QuantizedModel, CudaBatchCopyKeepsTheLogits) {
     if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
-    const std::string path = quantized("moe", ftype::FileType::MOSTLY_Q4_K_M);
-    std::unique_ptr<Model> m[2];
-    std::unique_ptr<Context> ctx[2];
-    ContextOptions o = small_context(2);
-    o.backend = BackendKind::cuda;
-    for (int i = 0; i < 2; ++i) {
-        ModelLoadOptions lo;
-        lo.batch_layouts = i == 1;
-        m[i] = Model::load(path, lo);
-        ctx[i] = Context::create(*m[i], o);
-    }
-    const size_t V = static_cast<size_t>(ctx[0]->n_vocab());
-    auto same = [&](const char* what, int step) {
-        ASSERT_EQ(ctx[0]->n_outputs(), ctx[1]->n_outputs());
-        for (int32_t i = 0; i < ctx[0]->n_outputs(); ++i)
-            ASSERT_EQ(0, std::memcmp(ctx[0]->logits(i), ctx[1]->logits(i), V * sizeof(float)))
-                << what << " step " << step << " output " << i;
-    };
-    std::vector<BatchToken> prompt;
-    for (int32_t p = 0; p < 20; ++p) prompt.push_back({3 + (p * 131 + 7) % 509, 0, p, p >= 17});
-    for (auto& c : ctx) c->decode(prompt);
-    same("prompt", 0);
-    int32_t len[2] = {20, 0};
-    for (int step = 0; step < 4; ++step) {
-        const int32_t tok = 5 + step * 37;
-        std::vector<BatchToken> b = {{tok, 0, len[0]++, true}};
-        if (step >= 2) b.push_back({tok, 1, len[1]++, true});
-        for (auto& c : ctx) c->decode(b);
-        same("decode", step);
-    }
+    ModelLoadOptions plain, other;
+    other.batch_layouts = true;
+    expect_same_logits(quantized("moe", ftype::FileType::MOSTLY_Q4_K_M), plain, other, 20, 4, 2);
 }
 
 // Every quantized tensor of every `--quant` type holds exactly the bytes of ggml's
