@@ -34,6 +34,7 @@ namespace hf2q::cuda {
 namespace {
 
 constexpr int kWarps = 4;
+constexpr int64_t kMaxRowValues = int64_t{1} << 30;  // 32-bit unit, block and byte offsets within a row
 
 // Quantized activation row: int8 values and per 32 values (scale d, d·Σq).
 struct XRow {
@@ -99,11 +100,11 @@ struct KUnit {
     static constexpr int kVals = 32;
     uint4 lo, hi;          // the two sub-blocks' quants, one per byte
     float d0, d1, m0, m1;  // their scales and (h = 0 only) mins
-    int64_t v0;            // first value of the unit's low half in the row
-    int64_t sb;            // index of sub-block 2c in the row (32-value blocks)
+    uint32_t v0;           // first value of the unit's low half in the row
+    uint32_t sb;           // index of sub-block 2c in the row (32-value blocks)
     // kSelect: the scales by kscale_header_select (Q4_K) or kscale_header (Q5_K).
     template <bool kSelect>
-    __device__ void place(uint4 hd, int64_t b, int c, int h) {
+    __device__ void place(uint4 hd, uint32_t b, uint32_t c, uint32_t h) {
         const float d = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
         const uint2 h0 = make_uint2(hd.x, hd.y), h1 = make_uint2(hd.z, hd.w);
         auto scale = [&](int j, int& sc, int& m) {
@@ -141,9 +142,8 @@ struct KUnit {
 // Q4_K: 144-byte blocks (d, dmin, 12 scale bytes, 128 quant bytes).
 template <>
 struct Unit<GgmlType::Q4_K> : KUnit {
-    __device__ void load(const uint8_t* row, int64_t u) {
-        const int64_t b = u / 8;
-        const int k = static_cast<int>(u % 8), c = k / 2, h = k % 2;
+    __device__ void load(const uint8_t* row, uint32_t u) {
+        const uint32_t b = u / 8, c = (u % 8) / 2, h = u % 2;
         const uint8_t* blk = row + b * 144;
         const uint4 q = ld_weights16(blk + 16 + 32 * c + 16 * h);
         place<true>(ld_weights16(blk), b, c, h);
@@ -156,9 +156,8 @@ struct Unit<GgmlType::Q4_K> : KUnit {
 // 2c for the low nibbles, 2c + 1 for the high ones).
 template <>
 struct Unit<GgmlType::Q5_K> : KUnit {
-    __device__ void load(const uint8_t* row, int64_t u) {
-        const int64_t b = u / 8;
-        const int k = static_cast<int>(u % 8), c = k / 2, h = k % 2;
+    __device__ void load(const uint8_t* row, uint32_t u) {
+        const uint32_t b = u / 8, c = (u % 8) / 2, h = u % 2;
         const uint8_t* blk = row + b * 176;
         const uint4 qh = ld_weights16(blk + 16 + 16 * h), q = ld_weights16(blk + 48 + 32 * c + 16 * h);
         place<false>(ld_weights16(blk), b, c, h);
@@ -177,22 +176,20 @@ struct Unit<GgmlType::Q6_K> {
     static constexpr int kVals = 32;
     uint2 q[4];
     float d[4];
-    int64_t v0, xb;  // value of (g 0, l0); 32-blocks of the activation for g 0
+    uint32_t v0, xb;  // value of (g 0, l0); 32-blocks of the activation for g 0
     // Unit u of a row: block b, half h, offset l0 of its 8 values in each group. Every
     // layout (plain, planes) and the register kernel's activation loads use this.
     struct At {
-        int64_t b = 0;
-        int h = 0, l0 = 0;
+        uint32_t b = 0, h = 0, l0 = 0;
         At() = default;
-        __device__ explicit At(int64_t u)
-            : b(u / 8), h(static_cast<int>(u % 8) / 4), l0(8 * (static_cast<int>(u % 8) % 4)) {}
+        __device__ explicit At(uint32_t u) : b(u / 8), h((u % 8) / 4), l0(8 * (u % 4)) {}
     };
     // Where the activations of the unit are: all X::load needs.
     __device__ void place(const At& at) {
         v0 = at.b * 256 + 128 * at.h + at.l0;
         xb = at.b * 8 + 4 * at.h;
     }
-    __device__ void load(const uint8_t* row, int64_t u) {
+    __device__ void load(const uint8_t* row, uint32_t u) {
         const At at(u);
         const uint8_t* blk = row + at.b * 210;
         assemble(load8_a2(blk + 64 * at.h + at.l0), load8_a2(blk + 64 * at.h + 32 + at.l0),
@@ -243,10 +240,9 @@ struct Unit<GgmlType::Q8_0> {
     static constexpr int kVals = 16;
     uint4 q;
     float d;
-    int64_t v0, xb;
-    __device__ void load(const uint8_t* row, int64_t u) {
-        const int64_t b = u / 2;
-        const int h = static_cast<int>(u % 2);
+    uint32_t v0, xb;
+    __device__ void load(const uint8_t* row, uint32_t u) {
+        const uint32_t b = u / 2, h = u % 2;
         const uint8_t* blk = row + b * 34;
         d = f16(blk);
         // load8's branches, not load16_a2: the one-row variant (40 registers) spills
@@ -273,7 +269,7 @@ struct BlockUnit {
     static constexpr int kVals = 32;
     uint4 lo, hi;
     float d;
-    int64_t b;
+    uint32_t b;
     struct X {
         int4 a, c;
         float s;
@@ -289,7 +285,7 @@ struct BlockUnit {
 // Q5_0 (22-byte blocks: d, 32 fifth bits, 16 quant bytes).
 template <>
 struct Unit<GgmlType::Q5_0> : BlockUnit {
-    __device__ void load(const uint8_t* row, int64_t u) {
+    __device__ void load(const uint8_t* row, uint32_t u) {
         b = u;
         const uint8_t* blk = row + b * 22;
         d = f16(blk);
@@ -309,7 +305,7 @@ struct Unit<GgmlType::Q5_0> : BlockUnit {
 // Q4_0 (18-byte blocks: d, 16 quant bytes).
 template <>
 struct Unit<GgmlType::Q4_0> : BlockUnit {
-    __device__ void load(const uint8_t* row, int64_t u) {
+    __device__ void load(const uint8_t* row, uint32_t u) {
         b = u;
         const uint8_t* blk = row + b * 18;
         d = f16(blk);
@@ -502,7 +498,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks(NT, RW, KU)) gemv_q8_k
     const uint8_t* row[RW];
 #pragma unroll
     for (int r = 0; r < RW; ++r) row[r] = w + static_cast<uint64_t>(o0 + r < a.n_out ? o0 + r : o0) * a.row_bytes;
-    const int64_t units = a.n_in / U::kVals, blocks32 = a.n_in / 32;
+    const uint32_t units = static_cast<uint32_t>(a.n_in / U::kVals);  // gemv_q8_supported: < 2^30
+    const int64_t blocks32 = a.n_in / 32;
     for (int64_t c0 = r0; c0 < r1; c0 += NT) {
         const int nt = static_cast<int>(r1 - c0 < NT ? r1 - c0 : NT);
         XRow xr[NT];
@@ -517,7 +514,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks(NT, RW, KU)) gemv_q8_k
             xr[t] = {xin.q.q + xi * a.n_in, xin.q.ds + xi * blocks32};
         }
         float acc[RW][NT] = {};
-        for (int64_t u = lane; u < units; u += 32 * KU) {
+        for (uint32_t u = lane; u < units; u += 32 * KU) {
             U wu[KU][RW];
             typename U::X x1[KU];  // NT == 1: the activations, loaded with the weights
             bool valid[KU];
@@ -604,8 +601,8 @@ struct PlaneOffsets {
     Unit<GgmlType::Q6_K>::At at;
     uint32_t ql = 0, qh = 0, sc = 0, d = 0;
     PlaneOffsets() = default;
-    __device__ PlaneOffsets(int64_t nb, int64_t u) : at(u) {
-        const uint32_t n = static_cast<uint32_t>(nb), b = static_cast<uint32_t>(at.b);
+    __device__ PlaneOffsets(uint32_t n, uint32_t u) : at(u) {
+        const uint32_t b = at.b;
         ql = b * 128 + 64 * at.h + at.l0;
         qh = n * 128 + b * 64 + 32 * at.h + at.l0;
         sc = n * 192 + b * 16 + 8 * at.h;
@@ -618,7 +615,7 @@ struct Q6kPlaneUnit : Unit<GgmlType::Q6_K> {
         assemble(ld_weights8(row + o.ql), ld_weights8(row + o.ql + 32), ld_weights8(row + o.qh),
                  ld_weights8(row + o.sc), ld_weights_f16(row + o.d), o.at);
     }
-    __device__ void load_planes(const uint8_t* row, int64_t nb, int64_t u) { load_planes(row, PlaneOffsets(nb, u)); }
+    __device__ void load_planes(const uint8_t* row, uint32_t nb, uint32_t u) { load_planes(row, PlaneOffsets(nb, u)); }
 };
 
 // One row per warp, one unit per lane in flight: gemv_q8_kernel<Q6_K, 1, 1, 1> (no
@@ -631,10 +628,10 @@ __global__ void __launch_bounds__(kWarps * 32, 12) gemv_q6k_planes_kernel(GemvAr
     pdl_begin();
     if (o >= a.n_out) return;
     const uint8_t* row = a.w + static_cast<uint64_t>(o) * a.row_bytes;
-    const int64_t nb = a.n_in / 256, units = a.n_in / 32;
+    const uint32_t nb = static_cast<uint32_t>(a.n_in / 256), units = static_cast<uint32_t>(a.n_in / 32);
     const XRow xr = {xin.q.q, xin.q.ds};
     float acc = 0.0f;
-    for (int64_t u = lane; u < units; u += 32) {
+    for (uint32_t u = lane; u < units; u += 32) {
         Q6kPlaneUnit wu;
         wu.load_planes(row, nb, u);
         Unit<GgmlType::Q6_K>::X x;
@@ -664,12 +661,12 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q6k_planes_xreg_kernel(GemvA
     const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kPlaneRows;
     pdl_begin();
     if (o0 >= a.n_out) return;
-    const int64_t nb = a.n_in / 256, units = a.n_in / 32;
+    const uint32_t nb = static_cast<uint32_t>(a.n_in / 256), units = static_cast<uint32_t>(a.n_in / 32);
     const XRow xr = {xin.q.q, xin.q.ds};
     U::X x[R];
 #pragma unroll
     for (int k = 0; k < R; ++k) {
-        const int64_t u = lane + 32 * k < units ? lane + 32 * k : 0;  // idle lanes: unit 0, in bounds
+        const uint32_t u = lane + 32 * k < units ? lane + 32 * k : 0;  // idle lanes: unit 0, in bounds
         U where;  // only the unit's place
         where.place(U::At(u));
         x[k].load(xr, where);
@@ -725,7 +722,9 @@ bool dispatch_q8_type(GgmlType t, F&& f) {
 
 bool gemv_q8_supported(const GemvArgs& a, size_t workspace_bytes) {
     const bool type_ok = dispatch_q8_type(a.type, NoTypeOp{});
-    if (!type_ok || a.n_in <= 0 || a.n_in % 32 != 0) return false;
+    // The kernels index a row's values, units and blocks in 32 bits (fewer
+    // instructions per unit than 64-bit arithmetic): rows of up to 2^30 values.
+    if (!type_ok || a.n_in <= 0 || a.n_in % 32 != 0 || a.n_in > kMaxRowValues) return false;
     // Q4_K/Q5_K units are 16-byte loads: the rows must keep that alignment.
     if (a.type == GgmlType::Q4_K || a.type == GgmlType::Q5_K) {
         if (!aligned16(a.w) || !aligned16(a.row_bytes) ||
@@ -862,7 +861,7 @@ void launch_repack_q6k_planes(const uint8_t* src, uint64_t src_row_bytes, uint8_
 }
 
 void launch_gemv_q6k_planes(const GemvArgs& a, int8_t* workspace, cudaStream_t s) {
-    HF2Q_ASSERT(a.n_rows == 1 && a.n_in % 256 == 0 && a.offsets == nullptr && aligned16(a.w) &&
+    HF2Q_ASSERT(a.n_rows == 1 && a.n_in % 256 == 0 && a.n_in <= kMaxRowValues && a.offsets == nullptr && aligned16(a.w) &&
                 a.row_bytes == q6k_planes_row_bytes(a.n_in));
     const Q8Input xq = quantize_activations(a, workspace, s);
     // Rows of up to 3,072 values (the 26B-A4B's 2,816, E4B's 2,560, E2B's 1,536) keep
