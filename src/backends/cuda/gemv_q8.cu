@@ -252,6 +252,17 @@ struct Unit<GgmlType::Q8_0> {
         v0 = b * 32 + 16 * h;
         xb = b;
     }
+    // The same bytes without branches, for the variants that have the registers: a
+    // unit's quants are 4-byte aligned in odd blocks and 2-byte aligned in even ones,
+    // so load8's branches diverge in every warp.
+    __device__ void load_wide(const uint8_t* row, uint32_t u) {
+        const uint32_t b = u / 2, h = u % 2;
+        const uint8_t* blk = row + b * 34;
+        d = f16(blk);
+        q = load16_a2(blk + 2 + 16 * h);
+        v0 = b * 32 + 16 * h;
+        xb = b;
+    }
     struct X {
         int4 a;
         float s;
@@ -316,6 +327,16 @@ struct Unit<GgmlType::Q4_0> : BlockUnit {
         hi = sub_bytes_saturating(nibbles_hi(q), 0x08080808u);
     }
 };
+
+// A unit's load: the branch-free form where the unit has one (load_wide) and the
+// variant several activation rows (NT > 1: 64 registers or more).
+template <int NT, class U>
+__device__ __forceinline__ void load_unit(U& w, const uint8_t* row, uint32_t u) {
+    if constexpr (NT > 1 && requires { w.load_wide(row, u); })
+        w.load_wide(row, u);
+    else
+        w.load(row, u);
+}
 
 // Activations are quantized (row r reads x row x_rows[r] when given) by 8 threads
 // per 32 values, 4 values each (q8.cuh). The blocks carry (d, d·Σq): the Q4_K/Q5_K
@@ -522,7 +543,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks(NT, RW, KU)) gemv_q8_k
             for (int k = 0; k < KU; ++k) {  // all loads first: KU units in flight
                 valid[k] = u + 32 * k < units;
 #pragma unroll
-                for (int r = 0; r < RW; ++r) wu[k][r].load(row[r], valid[k] ? u + 32 * k : u);
+                for (int r = 0; r < RW; ++r) load_unit<NT>(wu[k][r], row[r], valid[k] ? u + 32 * k : u);
                 if constexpr (NT == 1) x1[k].load(xr[0], wu[k][0]);
             }
 #pragma unroll
