@@ -27,6 +27,16 @@ class ContextImpl;
 
 enum class BackendKind { cpu, cuda };
 
+// Device backends' BF16 copies of the dense matrices (ModelLoadOptions::batch_copy).
+enum class BatchCopy {
+    off,
+    // On when all the copies together take at most a quarter of the device memory
+    // free after the weights (the KV cache keeps the rest): the 26B-A4B's 4.8 GB on an
+    // H100 or H200, not the 31B's (about 60 GB). Off on host backends.
+    automatic,
+    on,  // every copy that leaves the backend's headroom free
+};
+
 struct ModelLoadOptions {
     bool progress = false;  // reserved: progress bar while touching the weights
     // Device backends may keep a second copy of the LM head in a layout their
@@ -36,9 +46,10 @@ struct ModelLoadOptions {
     // Device backends may keep a BF16 copy of every dense matrix (attention, the dense
     // MLP, the LM head; not the experts), so that matmuls of 17+ tokens (batched decode,
     // prompt chunks) do not expand the quantized rows to BF16 on every call. Costs 2
-    // bytes per value: about 4.8 GB for the 26B-A4B. Same results bit for bit. Off by
-    // default.
-    bool batch_layouts = false;
+    // bytes per value: about 4.8 GB for the 26B-A4B. Same results bit for bit. H200,
+    // 26B-A4B Q4_K_M: 64 sequences 2.8k -> 3.3k tokens/s, pp512 +6 %
+    // (docs/performance.md).
+    BatchCopy batch_copy = BatchCopy::automatic;
 };
 
 // Facts about a loaded model for frontends.
@@ -184,6 +195,10 @@ public:
     // Tokens the full-attention KV cache holds across all sequences (sliding-window
     // layers keep a window per sequence and never limit this).
     int64_t kv_capacity_tokens() const;
+    // Device memory the model's weight copies take on this context's backend
+    // (ModelLoadOptions::decode_layouts and batch_copy; made once per model and
+    // backend, shared by its contexts); 0 on the CPU.
+    uint64_t weight_copy_bytes() const;
 
     // Op times accumulated since creation or the last reset_op_profile() (empty
     // unless the context was created with profile_ops).

@@ -100,6 +100,8 @@ public:
 
     // Device memory not yet allocated, in bytes; 0 for host-memory backends.
     virtual size_t free_memory() const { return 0; }
+    // Bytes alloc() has handed out so far (device backends; 0 for host-memory ones).
+    virtual uint64_t allocated_bytes() const { return 0; }
 
     // Records the ops `body` issues into a graph instead of running them, or returns
     // nullptr (and runs nothing) where the backend has no graphs. `body` must not

@@ -380,6 +380,7 @@ void Context::seq_truncate(int32_t seq, int32_t pos) { impl_->tables().truncate(
 void Context::seq_fork(int32_t src, int32_t dst) { impl_->tables().fork(src, dst); }
 const ContextOptions& Context::options() const { return impl_->options(); }
 int64_t Context::kv_capacity_tokens() const { return impl_->kv_capacity_tokens(); }
+uint64_t Context::weight_copy_bytes() const { return impl_->weight_copy_bytes(); }
 OpProfile Context::op_profile() const { return impl_->op_profile(); }
 void Context::reset_op_profile() { impl_->reset_op_profile(); }
 

@@ -37,6 +37,7 @@ public:
 
     // KV positions the cache can hold for one sequence / in total (full layers).
     int64_t kv_capacity_tokens() const;
+    uint64_t weight_copy_bytes() const { return weights_->copy_bytes; }
     void allocate_kv();
 
 private:

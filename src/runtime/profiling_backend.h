@@ -45,6 +45,7 @@ class ProfilingBackend final : public ops::Backend {
     void fill_zero(void* dst, size_t bytes) override;
     void synchronize() override { inner_->synchronize(); }
     size_t free_memory() const override { return inner_->free_memory(); }
+    uint64_t allocated_bytes() const override { return inner_->allocated_bytes(); }
     const void* decode_layout(const ops::WeightView& w) override { return inner_->decode_layout(w); }
     const void* batch_layout(const ops::WeightView& w) override { return inner_->batch_layout(w); }
     void* alloc_host(size_t bytes) override { return inner_->alloc_host(bytes); }

@@ -240,13 +240,14 @@ TEST(QuantizedModel, CudaHeadCopyKeepsTheLogits) {
     expect_same_logits(path, plain, other, 12, 6, 2);
 }
 
-// ModelLoadOptions::batch_layouts: models that differ only in that option give the
+// ModelLoadOptions::batch_copy: models that differ only in that option give the
 // same logits bit for bit, for a prompt of 20 tokens (a batch above the GEMV's 16, which
 // reads the BF16 copies) and then one- and two-sequence steps (which do not).
 TEST(QuantizedModel, CudaBatchCopyKeepsTheLogits) {
     if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
     ModelLoadOptions plain, other;
-    other.batch_layouts = true;
+    plain.batch_copy = BatchCopy::off;
+    other.batch_copy = BatchCopy::on;
     expect_same_logits(quantized("moe", ftype::FileType::MOSTLY_Q4_K_M), plain, other, 20, 4, 2);
 }
 

@@ -151,8 +151,9 @@ void run_group(const Model& m, const BenchOptions& o, std::vector<Result*> group
              " positions per sequence (depth + tokens; 0 derives the size from the tests)");
     const int32_t n_ctx = o.n_ctx > 0 ? o.n_ctx : need;
     auto ctx = Context::create(m, context_for(o, n_seq, n_ctx, profile));
-    std::fprintf(stderr, "hf2q bench: context of %d sequences x %d positions, KV cache (%s) holds %lld tokens\n",
-                 n_seq, n_ctx, o.device.cache_type.c_str(), static_cast<long long>(ctx->kv_capacity_tokens()));
+    std::fprintf(stderr, "hf2q bench: context of %d sequences x %d positions, KV cache (%s) holds %lld tokens%s\n",
+                 n_seq, n_ctx, o.device.cache_type.c_str(), static_cast<long long>(ctx->kv_capacity_tokens()),
+                 weight_copies_note(*ctx).c_str());
     const int64_t V = m.info().n_vocab;
     for (Result* r : group) {
         if (profile) {

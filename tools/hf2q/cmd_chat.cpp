@@ -251,7 +251,8 @@ int run_chat(const std::vector<std::string>& args) {
     apply_device_flags(o.device, co);
     auto ctx = Context::create(*model, co);
     if (o.verbose)
-        std::fprintf(stderr, "hf2q chat: KV cache holds %lld tokens\n", static_cast<long long>(ctx->kv_capacity_tokens()));
+        std::fprintf(stderr, "hf2q chat: KV cache holds %lld tokens%s\n", static_cast<long long>(ctx->kv_capacity_tokens()),
+                     weight_copies_note(*ctx).c_str());
     ChatSession chat(o, tok, std::move(tmpl), *ctx);
 
     const bool tty_in = isatty(STDIN_FILENO) != 0;

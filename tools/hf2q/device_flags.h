@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "hf2q/engine.h"
 
 namespace hf2q::cli {
@@ -15,7 +16,7 @@ struct DeviceFlags {
     bool no_graphs = false;
     bool serial_branches = false;
     bool no_head_copy = false;
-    bool batch_copy = false;
+    std::string batch_copy = "auto";
     int64_t kv_tokens = 0;
     double kv_fraction = 0.0;
     std::string cache_type = "f16";
@@ -41,9 +42,9 @@ inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
     p.flag("--no-head-copy",
            "do not keep a second copy of a Q6_K LM head in the layout CUDA decode reads faster (saves its size in GPU memory, 0.6 GB for the 26B-A4B; one-sequence decode 2-3 % slower)",
            &d.no_head_copy);
-    p.flag("--batch-copy",
-           "keep a BF16 copy of the dense weights and the LM head in GPU memory, so batches of 17+ tokens (many sequences, prompt chunks) skip expanding them on every step (2 bytes per value: 4.8 GB for the 26B-A4B)",
-           &d.batch_copy);
+    p.option("--batch-copy", "MODE",
+             "BF16 copies of the dense weights and the LM head in GPU memory, so batches of 17+ tokens (many sequences, prompt chunks) skip expanding them on every step (2 bytes per value: 4.8 GB for the 26B-A4B; 64 sequences 17 % faster): on, off, or auto (on when the copies take at most a quarter of the GPU memory left after the weights)",
+             &d.batch_copy);
     p.option("--kv-size", "N", "KV cache capacity in tokens, shared by all sequences (0: every sequence full)",
              &d.kv_tokens);
     p.option("--kv-fraction", "F", "KV cache from this fraction (0, 1] of the GPU memory left after the weights",
@@ -64,14 +65,23 @@ inline void check_device_flags(const DeviceFlags& d) {
     if (d.kv_tokens > 0 && d.kv_fraction > 0) fail("give --kv-size or --kv-fraction, not both");
     if (d.cache_type != "f16" && d.cache_type != "f32")
         fail("--cache-type must be f16 or f32, got '", d.cache_type, "'");
+    if (d.batch_copy != "auto" && d.batch_copy != "on" && d.batch_copy != "off")
+        fail("--batch-copy must be auto, on or off, got '", d.batch_copy, "'");
 }
 
 // The model's load options the device flags set.
 inline ModelLoadOptions load_options(const DeviceFlags& d) {
     ModelLoadOptions m;
     m.decode_layouts = !d.no_head_copy;
-    m.batch_layouts = d.batch_copy;
+    m.batch_copy = d.batch_copy == "on" ? BatchCopy::on : d.batch_copy == "off" ? BatchCopy::off : BatchCopy::automatic;
     return m;
+}
+
+// ", weight copies X (--batch-copy off, --no-head-copy)" where the context's backend
+// keeps copies of weights (ModelLoadOptions), for the commands' context lines.
+inline std::string weight_copies_note(const Context& ctx) {
+    if (ctx.weight_copy_bytes() == 0) return "";
+    return ", weight copies " + format_bytes(ctx.weight_copy_bytes()) + " (--batch-copy off, --no-head-copy)";
 }
 
 inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {

@@ -112,10 +112,11 @@ public:
             cudaMemGetInfo(&free_b, &total_b);
             fail("out of GPU memory: allocating ", format_bytes(bytes), " with ", format_bytes(free_b), " free of ",
                  format_bytes(total_b), " (", format_bytes(bytes > free_b ? bytes - free_b : 0),
-                 " missing); use a smaller quant type, context or batch");
+                 " missing); use a smaller quant type, context or batch, or fewer weight copies (hf2q: --batch-copy off, --no-head-copy)");
         }
         HF2Q_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes + kAllocSlack, stream_));
         allocs_.push_back(p);
+        allocated_ += bytes;
         return p;
     }
     void upload(void* dst, const void* src, size_t bytes) override {
@@ -190,6 +191,7 @@ public:
         return p;
     }
     void free_host(void* p) override { cudaFreeHost(p); }
+    uint64_t allocated_bytes() const override { return allocated_; }
     size_t free_memory() const override {
         size_t free_b = 0, total_b = 0;
         HF2Q_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -327,6 +329,7 @@ private:
     unsigned* arrived_ = nullptr;
     unsigned* side_arrived_ = nullptr;
     std::vector<void*> allocs_;
+    uint64_t allocated_ = 0;
 };
 
 }  // namespace

@@ -194,6 +194,24 @@ void visit(Weights& w, FnView&& view, FnVec&& vec) {
     }
 }
 
+// The BF16 copies of every dense matrix (PlaceOptions::batch_copy).
+void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, BatchCopy policy) {
+    if (policy == BatchCopy::off) return;
+    std::vector<ops::WeightView*> dense = {&head, &w.per_layer_model_proj};
+    for (auto& l : w.layers)
+        for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up,
+                                   &l.ffn_down, &l.inp_gate, &l.proj})
+            dense.push_back(v);
+    if (policy == BatchCopy::automatic) {
+        uint64_t bytes = 0;  // 2 per value; the views' sizes were checked at load
+        for (const ops::WeightView* v : dense)
+            if (!v->empty()) bytes += 2 * static_cast<uint64_t>(v->n_in) * static_cast<uint64_t>(v->n_out);
+        if (!auto_batch_copy(bytes, be.free_memory())) return;
+    }
+    for (ops::WeightView* v : dense)
+        if (!v->empty()) v->batch_layout = be.batch_layout(*v);
+}
+
 }  // namespace
 
 Weights place_weights(const Weights& host, ops::Backend& be, const PlaceOptions& opts) {
@@ -234,19 +252,15 @@ Weights place_weights(const Weights& host, ops::Backend& be, const PlaceOptions&
         });
     // Tied heads: the embedding's view carries the copies; its row gathers read `data`.
     ops::WeightView& head = w.output.empty() ? w.token_embd : w.output;
+    const uint64_t allocated = be.allocated_bytes();
     if (opts.decode_layouts) head.decode_layout = be.decode_layout(head);
-    if (opts.batch_layouts) {
-        auto copy = [&](ops::WeightView& v) {
-            if (!v.empty()) v.batch_layout = be.batch_layout(v);
-        };
-        copy(head);
-        copy(w.per_layer_model_proj);
-        for (auto& l : w.layers)
-            for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up,
-                                       &l.ffn_down, &l.inp_gate, &l.proj})
-                copy(*v);
-    }
+    add_batch_copies(w, head, be, opts.batch_copy);
+    w.copy_bytes = be.allocated_bytes() - allocated;
     return w;
+}
+
+bool auto_batch_copy(uint64_t copy_bytes, uint64_t free_bytes) {
+    return copy_bytes > 0 && copy_bytes <= free_bytes / 4;
 }
 
 Weights load_weights(const gguf::File& f, const Config& c) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "hf2q/engine.h"
 #include "models/gemma4/config.h"
 #include "ops/backend.h"
 #include "ops/types.h"
@@ -73,6 +74,9 @@ struct Weights {
     std::vector<float> inv_freq_full, inv_freq_swa;
     uint64_t n_bytes = 0;
     int64_t n_params = 0;
+    // Device memory the backend's copies (decode and batch layouts) took
+    // (ops::Backend::allocated_bytes); 0 on host backends.
+    uint64_t copy_bytes = 0;
 
     struct OwnedVector {
         std::unique_ptr<float[]> data;
@@ -93,9 +97,14 @@ struct PlaceOptions {
     // (ops::Backend::decode_layout): it is the largest matrix a decode step reads.
     bool decode_layouts = true;
     // Every dense 2-D matrix (not the experts, not the router) gets the backend's BF16
-    // copy for matmuls of many tokens (ops::Backend::batch_layout).
-    bool batch_layouts = false;
+    // copy for matmuls of many tokens (ops::Backend::batch_layout): always, never, or
+    // where auto_batch_copy says.
+    BatchCopy batch_copy = BatchCopy::off;
 };
 Weights place_weights(const Weights& host, ops::Backend& be, const PlaceOptions& o = {});
+
+// BatchCopy::automatic: whether copies of `copy_bytes` in all are made with
+// `free_bytes` of device memory free after the weights (0 on host backends).
+bool auto_batch_copy(uint64_t copy_bytes, uint64_t free_bytes);
 
 }  // namespace hf2q::gemma4
