@@ -8,6 +8,9 @@
 #   bench26   synth gemma4-26b-a4b q4_k_m (--fast) and hf2q bench with HF2Q_BENCH_ARGS
 #   bench31   the same for gemma4-31b, benche4b for gemma4-e4b (pp4096, tg128)
 #   profile   hf2q bench --profile on the 26B model (per-op time shares)
+#   table     every figure of docs/performance.md's top table: the 26B-A4B, E4B and 31B,
+#             each with the default weight copies and with the batch copies switched
+#             the other way (synthesizes the models it lacks)
 #   kernels   Nsight Compute kernel durations of 26B decode steps, summed per kernel
 #             (serialized: the sum is pure kernel time, without launch gaps)
 #   ab        an A/B on the 26B model: builds the baseline packed by scripts/ab_base.sh
@@ -97,6 +100,30 @@ if has ab; then
   step ab_base bash -c "$base/build/bin/hf2q bench -m /tmp/g26.gguf --backend cuda $bench_args"
   step ab_tree bash -c "$bin/hf2q bench -m /tmp/g26.gguf --backend cuda $bench_args"
   echo "== baseline"; cat "$out/ab_base.log"; echo "== this tree"; cat "$out/ab_tree.log"
+fi
+if has table; then
+  for m in gemma4-26b-a4b:g26 gemma4-e4b:e4b gemma4-31b:g31; do
+    [ -f "/tmp/${m#*:}.gguf" ] ||
+      step "synth_${m#*:}" $bin/hf2q synth --preset "${m%:*}" --quant q4_k_m --seed 1 --fast --force -o "/tmp/${m#*:}.gguf"
+  done
+  table() {  # table MODEL FLAGS...: one bench line per test
+    echo "== $*"
+    $bin/hf2q bench -m "/tmp/$1.gguf" --backend cuda "${@:2}" 2>&1 | grep -E '^(hf2q bench: context|\| gemma)'
+  }
+  {
+    table g26 -p 512,4096,32768 -n '' -r 2 -ub 4096
+    table g26 -p 512,4096,32768 -n '' -r 2 -ub 4096 --batch-copy off
+    table g26 -p 4096,32768 -n '' -r 2 --batch-copy off
+    table g26 -p '' -n 128 -b 1,8 -r 2
+    table g26 -p '' -n 32 -b 32,64 -d 1024 -r 2 -ub 4096
+    table g26 -p '' -n 32 -b 32,64 -d 1024 -r 2 -ub 4096 --batch-copy off
+    table e4b -p 4096 -n 128 -b 1 -r 2 -ub 4096
+    table g31 -p 4096 -n 128 -b 1 -r 2 -ub 4096
+    table g31 -p '' -n 128 -b 1 -r 2 --no-head-copy
+    table g31 -p 4096 -n '' -r 2 -ub 4096 --batch-copy on
+    table g31 -p '' -n 32 -b 64 -d 1024 -r 1 -ub 4096
+    table g31 -p '' -n 32 -b 64 -d 1024 -r 1 -ub 4096 --batch-copy on
+  } 2>&1 | tee "$out/table.log"
 fi
 other_args="-p 4096 -n 128 -r 2 -ub 4096"
 HF2Q_BENCH_ARGS2=
