@@ -8,6 +8,10 @@
 #   bench26   synth gemma4-26b-a4b q4_k_m (--fast) and hf2q bench with HF2Q_BENCH_ARGS
 #   bench31   the same for gemma4-31b, benche4b for gemma4-e4b (pp4096, tg128)
 #   profile   hf2q bench --profile on the 26B model (per-op time shares)
+#   sass      the SASS of the CUDA files in HF2Q_SASS_FILES (default gemv_q8; names in
+#             src/backends/cuda, no suffix), compiled as the build compiles them:
+#             $OUT/NAME.sass (the kernels matching HF2Q_SASS_KERNELS, default all) and
+#             scripts/sass_summary.py's per-loop opcode counts in $OUT/NAME.summary
 #   table     every figure of docs/performance.md's top table: the 26B-A4B, E4B and 31B,
 #             each with the default weight copies and with the batch copies switched
 #             the other way (synthesizes the models it lacks)
@@ -100,6 +104,35 @@ if has ab; then
   step ab_base bash -c "$base/build/bin/hf2q bench -m /tmp/g26.gguf --backend cuda $bench_args"
   step ab_tree bash -c "$bin/hf2q bench -m /tmp/g26.gguf --backend cuda $bench_args"
   echo "== baseline"; cat "$out/ab_base.log"; echo "== this tree"; cat "$out/ab_tree.log"
+fi
+if has sass; then
+  for f in ${HF2Q_SASS_FILES:-gemv_q8}; do
+    # the build's own compile command for the file, writing a cubin instead of an object
+    cmd=$(python3 - "$f" <<'PY'
+import json, re, sys
+for e in json.load(open("build-gpu/compile_commands.json")):
+    if e["file"].endswith("/src/backends/cuda/" + sys.argv[1] + ".cu"):
+        c = re.sub(r" -o \S+", " -o /tmp/sass.cubin", e["command"])
+        c = re.sub(r" -c ", " -cubin ", c)
+        c = re.sub(r"--generate-code=arch=compute_90a,code=\[compute_90a,sm_90a\]", "-arch=sm_90a", c)
+        print("cd " + e["directory"] + " && " + c)
+PY
+)
+    [ -n "$cmd" ] || { summary+=("FAIL sass_$f: not in build-gpu/compile_commands.json"); continue; }
+    step "sass_$f" bash -c "$cmd && cuobjdump -sass /tmp/sass.cubin > /tmp/$f.sass"
+    python3 scripts/sass_summary.py "/tmp/$f.sass" "${HF2Q_SASS_KERNELS:-.}" > "$out/$f.summary"
+    python3 - "/tmp/$f.sass" "${HF2Q_SASS_KERNELS:-.}" > "$out/$f.sass" <<'PY'
+import re, sys
+keep = False
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"\s*Function : (\S+)", line)
+    if m:
+        keep = re.search(sys.argv[2], m.group(1)) is not None
+    if keep:
+        sys.stdout.write(line)
+PY
+    cat "$out/$f.summary"
+  done
 fi
 if has table; then
   for m in gemma4-26b-a4b:g26 gemma4-e4b:e4b gemma4-31b:g31; do
