@@ -43,7 +43,7 @@ inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
            "do not keep a second copy of a Q6_K LM head in the layout CUDA decode reads faster (saves its size in GPU memory, 0.6 GB for the 26B-A4B; one-sequence decode 2-3 % slower)",
            &d.no_head_copy);
     p.option("--batch-copy", "MODE",
-             "BF16 copies of the dense weights and the LM head in GPU memory, so batches of 17+ tokens (many sequences, prompt chunks) skip expanding them on every step (2 bytes per value: 4.8 GB for the 26B-A4B; 64 sequences 17 % faster): on, off, or auto (on when the copies take at most a quarter of the GPU memory left after the weights)",
+             "BF16 copies of the dense weights and the LM head in GPU memory, so batches of 17+ tokens (many sequences, prompt chunks) skip expanding them on every step (2 bytes per value: 4.8 GB for the 26B-A4B; 64 sequences 16 % faster): on, off, or auto (on when the copies take at most a quarter of the GPU memory left after the weights)",
              &d.batch_copy);
     p.option("--kv-size", "N", "KV cache capacity in tokens, shared by all sequences (0: every sequence full)",
              &d.kv_tokens);
