@@ -241,28 +241,26 @@ struct Unit<GgmlType::Q8_0> {
     uint4 q;
     float d;
     uint32_t v0, xb;
-    __device__ void load(const uint8_t* row, uint32_t u) {
+    // kWide: the quants by load16_a2, without branches, for the variants that have the
+    // registers (a unit's quants are 4-byte aligned in odd blocks and 2-byte aligned in
+    // even ones, so load8's branches diverge in every warp); otherwise by load8, as the
+    // one-row variant (40 registers) spills the five words of the branch-free form.
+    template <bool kWide>
+    __device__ void load_as(const uint8_t* row, uint32_t u) {
         const uint32_t b = u / 2, h = u % 2;
         const uint8_t* blk = row + b * 34;
         d = f16(blk);
-        // load8's branches, not load16_a2: the one-row variant (40 registers) spills
-        // the five words of the branch-free form.
-        const uint2 q0 = load8(blk + 2 + 16 * h), q1 = load8(blk + 10 + 16 * h);
-        q = make_uint4(q0.x, q0.y, q1.x, q1.y);
+        if constexpr (kWide) {
+            q = load16_a2(blk + 2 + 16 * h);
+        } else {
+            const uint2 q0 = load8(blk + 2 + 16 * h), q1 = load8(blk + 10 + 16 * h);
+            q = make_uint4(q0.x, q0.y, q1.x, q1.y);
+        }
         v0 = b * 32 + 16 * h;
         xb = b;
     }
-    // The same bytes without branches, for the variants that have the registers: a
-    // unit's quants are 4-byte aligned in odd blocks and 2-byte aligned in even ones,
-    // so load8's branches diverge in every warp.
-    __device__ void load_wide(const uint8_t* row, uint32_t u) {
-        const uint32_t b = u / 2, h = u % 2;
-        const uint8_t* blk = row + b * 34;
-        d = f16(blk);
-        q = load16_a2(blk + 2 + 16 * h);
-        v0 = b * 32 + 16 * h;
-        xb = b;
-    }
+    __device__ void load(const uint8_t* row, uint32_t u) { load_as<false>(row, u); }
+    __device__ void load_wide(const uint8_t* row, uint32_t u) { load_as<true>(row, u); }
     struct X {
         int4 a;
         float s;
