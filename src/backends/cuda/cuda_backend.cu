@@ -197,14 +197,19 @@ public:
         HF2Q_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         return free_b;
     }
+    // Whether a weight copy of `bytes` (none: its size overflowed) leaves
+    // kDecodeLayoutHeadroom free for the contexts' workspaces and KV cache.
+    bool copy_fits(std::optional<uint64_t> bytes) const {
+        const uint64_t free_b = free_memory();
+        return bytes && free_b >= kDecodeLayoutHeadroom && *bytes <= free_b - kDecodeLayoutHeadroom;
+    }
     // Q6_K: the rows in planes (gemv_q8.cu), read by the one-token GEMV with aligned
     // loads (H200, the 26B-A4B's LM head: 283 -> 221 us). Only where the copy leaves
     // kDecodeLayoutHeadroom free for the contexts' workspaces and KV cache.
     const void* decode_layout(const ops::WeightView& w) override {
         if (w.type != GgmlType::Q6_K || w.n_in <= 0 || w.n_in % 256 != 0 || w.n_out <= 0 || w.empty()) return nullptr;
         const std::optional<uint64_t> bytes = checked_mul(q6k_planes_row_bytes(w.n_in), static_cast<uint64_t>(w.n_out));
-        const uint64_t free_b = free_memory();
-        if (!bytes || free_b < kDecodeLayoutHeadroom || *bytes > free_b - kDecodeLayoutHeadroom) return nullptr;
+        if (!copy_fits(bytes)) return nullptr;
         void* d = alloc(static_cast<size_t>(*bytes));
         launch_repack_q6k_planes(static_cast<const uint8_t*>(w.data), w.row_bytes, static_cast<uint8_t*>(d), w.n_out,
                                  w.n_in, stream_);
@@ -219,8 +224,7 @@ public:
         if (w.n_in <= 0 || w.n_out <= 0 || w.empty() || w.n_in > 2147483647 || w.n_out > 2147483647) return nullptr;
         const std::optional<uint64_t> values = checked_mul(static_cast<uint64_t>(w.n_in), static_cast<uint64_t>(w.n_out));
         const std::optional<uint64_t> bytes = values ? checked_mul(*values, uint64_t{2}) : std::nullopt;
-        const uint64_t free_b = free_memory();
-        if (!bytes || free_b < kDecodeLayoutHeadroom || *bytes > free_b - kDecodeLayoutHeadroom) return nullptr;
+        if (!copy_fits(bytes)) return nullptr;
         auto* d = static_cast<__nv_bfloat16*>(alloc(static_cast<size_t>(*bytes)));
         expand_to_bf16(w, d, stream_);
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));

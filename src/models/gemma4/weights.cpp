@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
@@ -203,9 +204,13 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
                                    &l.ffn_down, &l.inp_gate, &l.proj})
             dense.push_back(v);
     if (policy == BatchCopy::automatic) {
-        uint64_t bytes = 0;  // 2 per value; the views' sizes were checked at load
-        for (const ops::WeightView* v : dense)
-            if (!v->empty()) bytes += 2 * static_cast<uint64_t>(v->n_in) * static_cast<uint64_t>(v->n_out);
+        uint64_t bytes = 0;  // 2 per value, saturating: a sum past 2^64 fits nowhere anyway
+        for (const ops::WeightView* v : dense) {
+            if (v->empty()) continue;
+            const auto n = checked_mul(static_cast<uint64_t>(v->n_in), static_cast<uint64_t>(v->n_out));
+            const auto b = n ? checked_mul(*n, uint64_t{2}) : std::nullopt;
+            bytes = b ? checked_add(bytes, *b).value_or(UINT64_MAX) : UINT64_MAX;
+        }
         if (!auto_batch_copy(bytes, be.free_memory())) return;
     }
     for (ops::WeightView* v : dense)
