@@ -86,6 +86,22 @@ __device__ __forceinline__ uint4 sub_bytes_saturating(uint4 q, uint32_t k) {
     return make_uint4(__vsubss4(q.x, k), __vsubss4(q.y, k), __vsubss4(q.z, k), __vsubss4(q.w, k));
 }
 
+// Keeps decoded quants where they were computed: without it the front end recomputes
+// them (the Q4_K nibble masks, for example) inside every token's body of the
+// eight-row variants, 32 instructions a token (PTX and SASS of 0df26f6). The empty
+// asm emits nothing; it only makes the values opaque to the optimiser.
+__device__ __forceinline__ void pin(uint32_t& v) { asm volatile("" : "+r"(v)); }
+__device__ __forceinline__ void pin(uint4& v) {
+    pin(v.x);
+    pin(v.y);
+    pin(v.z);
+    pin(v.w);
+}
+__device__ __forceinline__ void pin(uint2& v) {
+    pin(v.x);
+    pin(v.y);
+}
+
 // A unit of a weight row: load() decodes it to packed signed bytes and scales,
 // X::load() fetches the matching activations of one activation row, dot() gives
 // the unit's contribution to that row's output. kVals values per unit.
@@ -122,6 +138,10 @@ struct KUnit {
         m1 = h == 0 ? dmin * static_cast<float>(m) : 0.0f;
         v0 = b * 256 + 64 * c + 16 * h;
         sb = b * 8 + 2 * c;
+    }
+    __device__ void pin_quants() {
+        pin(lo);
+        pin(hi);
     }
     struct X {
         int4 a, b;
@@ -212,6 +232,10 @@ struct Unit<GgmlType::Q6_K> {
             d[g] = dd * static_cast<float>(static_cast<int8_t>(byte_of(sc, 2 * g + at.l0 / 16)));
         place(at);
     }
+    __device__ void pin_quants() {
+#pragma unroll
+        for (int g = 0; g < 4; ++g) pin(q[g]);
+    }
     struct X {
         int2 a[4];
         float s[4];
@@ -261,6 +285,7 @@ struct Unit<GgmlType::Q8_0> {
     }
     __device__ void load(const uint8_t* row, uint32_t u) { load_as<false>(row, u); }
     __device__ void load_wide(const uint8_t* row, uint32_t u) { load_as<true>(row, u); }
+    __device__ void pin_quants() { pin(q); }
     struct X {
         int4 a;
         float s;
@@ -279,6 +304,10 @@ struct BlockUnit {
     uint4 lo, hi;
     float d;
     uint32_t b;
+    __device__ void pin_quants() {
+        pin(lo);
+        pin(hi);
+    }
     struct X {
         int4 a, c;
         float s;
@@ -328,12 +357,14 @@ struct Unit<GgmlType::Q4_0> : BlockUnit {
 
 // A unit's load: the branch-free form where the unit has one (load_wide) and the
 // variant several activation rows (NT > 1: 64 registers or more).
+// With several activation rows the decoded quants are pinned (pin above).
 template <int NT, class U>
 __device__ __forceinline__ void load_unit(U& w, const uint8_t* row, uint32_t u) {
     if constexpr (NT > 1 && requires { w.load_wide(row, u); })
         w.load_wide(row, u);
     else
         w.load(row, u);
+    if constexpr (NT > 1) w.pin_quants();
 }
 
 // Activations are quantized (row r reads x row x_rows[r] when given) by 8 threads
