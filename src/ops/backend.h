@@ -97,6 +97,12 @@ public:
         (void)w;
         return nullptr;
     }
+    // The bytes batch_layout(w) would take (0 where it makes none), for sizing all the
+    // copies before making any (ModelLoadOptions::batch_copy).
+    virtual uint64_t batch_layout_bytes(const WeightView& w) const {
+        (void)w;
+        return 0;
+    }
 
     // Device memory not yet allocated, in bytes; 0 for host-memory backends.
     virtual size_t free_memory() const { return 0; }

@@ -1688,7 +1688,7 @@ TEST_F(CudaDecodeLayout, Q6kPlanesGiveTheSameBits) {
 // ops::Backend::batch_layout: the BF16 copy that matmuls of many tokens read instead of
 // expanding the rows per call gives the same bits as the expansion, for the file
 // types' matrix types, a few rows and many, and a padded output; one-token matmuls
-// ignore it. The CPU backend and empty views have none.
+// ignore it. The CPU backend, empty views and BF16 rows (read as stored) have none.
 TEST_F(CudaDecodeLayout, BatchLayoutGivesTheSameBits) {
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::F16, GgmlType::F32}) {
         const bool kquant = t == GgmlType::Q4_K || t == GgmlType::Q6_K;
@@ -1697,6 +1697,7 @@ TEST_F(CudaDecodeLayout, BatchLayoutGivesTheSameBits) {
             const auto [wq, row_bytes] = random_quantized(t, N, K, 0.05f);
             ops::WeightView w{t, K, N, row_bytes, dev(wq)};
             ops::WeightView wl = w;
+            EXPECT_EQ(gpu->batch_layout_bytes(w), static_cast<uint64_t>(2 * K * N)) << ggml_type_name(t);
             wl.batch_layout = gpu->batch_layout(w);
             ASSERT_NE(wl.batch_layout, nullptr) << ggml_type_name(t);
             for (int64_t T : {1, 20, 100}) {
@@ -1714,7 +1715,14 @@ TEST_F(CudaDecodeLayout, BatchLayoutGivesTheSameBits) {
     }
     const auto [w6, rb6] = random_quantized(GgmlType::Q6_K, 8, 512, 0.05f);
     EXPECT_EQ(cpu->batch_layout({GgmlType::Q6_K, 512, 8, rb6, w6.data()}), nullptr);
+    EXPECT_EQ(cpu->batch_layout_bytes({GgmlType::Q6_K, 512, 8, rb6, w6.data()}), 0u);
     EXPECT_EQ(gpu->batch_layout({GgmlType::Q6_K, 512, 8, rb6, nullptr}), nullptr);
+    // BF16 rows are multiplied as stored (MatmulAndGetRowsEveryWeightType checks the
+    // results): no copy.
+    const auto [wb, rbb] = random_quantized(GgmlType::BF16, 8, 96, 0.05f);
+    const ops::WeightView bf16{GgmlType::BF16, 96, 8, rbb, dev(wb)};
+    EXPECT_EQ(gpu->batch_layout_bytes(bf16), 0u);
+    EXPECT_EQ(gpu->batch_layout(bf16), nullptr);
 }
 
 TEST_F(CudaDecodeLayout, NoneForOtherTypes) {

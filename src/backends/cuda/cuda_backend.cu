@@ -217,15 +217,22 @@ public:
         return d;
     }
 
-    // Every type the expansion decodes: the BF16 rows gemm_bf16 would otherwise write
-    // on each call (H200, 26B-A4B: the dense matrices and the LM head, 4.8 GB). Only
-    // where the copy leaves kDecodeLayoutHeadroom free.
-    const void* batch_layout(const ops::WeightView& w) override {
-        if (w.n_in <= 0 || w.n_out <= 0 || w.empty() || w.n_in > 2147483647 || w.n_out > 2147483647) return nullptr;
+    // Every type the expansion decodes except BF16 rows, which gemm_bf16 reads as
+    // stored: the BF16 rows it would otherwise write on each call (H200, 26B-A4B: the
+    // dense matrices and the LM head, 4.8 GB). Only where the copy leaves
+    // kDecodeLayoutHeadroom free.
+    uint64_t batch_layout_bytes(const ops::WeightView& w) const override {
+        if (w.n_in <= 0 || w.n_out <= 0 || w.empty() || w.n_in > 2147483647 || w.n_out > 2147483647 ||
+            bf16_rows_direct(w))
+            return 0;
         const std::optional<uint64_t> values = checked_mul(static_cast<uint64_t>(w.n_in), static_cast<uint64_t>(w.n_out));
         const std::optional<uint64_t> bytes = values ? checked_mul(*values, uint64_t{2}) : std::nullopt;
-        if (!copy_fits(bytes)) return nullptr;
-        auto* d = static_cast<__nv_bfloat16*>(alloc(static_cast<size_t>(*bytes)));
+        return bytes ? *bytes : 0;
+    }
+    const void* batch_layout(const ops::WeightView& w) override {
+        const uint64_t bytes = batch_layout_bytes(w);
+        if (bytes == 0 || !copy_fits(bytes)) return nullptr;
+        auto* d = static_cast<__nv_bfloat16*>(alloc(static_cast<size_t>(bytes)));
         expand_to_bf16(w, d, stream_);
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return d;

@@ -159,8 +159,10 @@ void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, 
     const int64_t n_in = p.w.n_in, xs = p.x_stride ? p.x_stride : n_in, ys = p.y_stride ? p.y_stride : p.w.n_out;
     to_bf16(p.x, xs, nullptr, p.n_tokens, n_in, ws, s);
     check_cublas(cublasSetStream(h, s), "cublasSetStream");
-    if (p.w.batch_layout != nullptr) {  // the rows expand_to_bf16 wrote at load: the same values
-        gemm_ex(h, p.w.n_out, p.n_tokens, n_in, static_cast<const __nv_bfloat16*>(p.w.batch_layout), ws.x, p.y, ys);
+    // The rows expand_to_bf16 wrote at load (the same values), or BF16 rows as stored.
+    const void* rows = p.w.batch_layout != nullptr ? p.w.batch_layout : bf16_rows_direct(p.w) ? p.w.data : nullptr;
+    if (rows != nullptr) {
+        gemm_ex(h, p.w.n_out, p.n_tokens, n_in, static_cast<const __nv_bfloat16*>(rows), ws.x, p.y, ys);
         return;
     }
     const int64_t chunk = std::min<int64_t>(p.w.n_out, static_cast<int64_t>(ws.w_elems) / n_in);

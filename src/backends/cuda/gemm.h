@@ -43,6 +43,12 @@ void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, in
 // cuBLAS BF16 GEMM with f32 accumulation and f32 output.
 void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
 
+// Weights gemm_bf16 multiplies as stored, with no expansion and no batch copy: BF16
+// rows of n_in contiguous values.
+inline bool bf16_rows_direct(const ops::WeightView& w) {
+    return w.type == GgmlType::BF16 && w.n_in > 0 && w.row_bytes == 2 * static_cast<uint64_t>(w.n_in);
+}
+
 // The same over the experts of a 3-D weight, with the rows of each expert known on
 // the host (p.host_offsets): the active experts are expanded in groups that fit
 // the workspace and multiplied with one grouped cuBLAS call per group.

@@ -204,13 +204,9 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
                                    &l.ffn_down, &l.inp_gate, &l.proj})
             dense.push_back(v);
     if (policy == BatchCopy::automatic) {
-        uint64_t bytes = 0;  // 2 per value, saturating: a sum past 2^64 fits nowhere anyway
-        for (const ops::WeightView* v : dense) {
-            if (v->empty()) continue;
-            const auto n = checked_mul(static_cast<uint64_t>(v->n_in), static_cast<uint64_t>(v->n_out));
-            const auto b = n ? checked_mul(*n, uint64_t{2}) : std::nullopt;
-            bytes = b ? checked_add(bytes, *b).value_or(UINT64_MAX) : UINT64_MAX;
-        }
+        uint64_t bytes = 0;  // saturating: a sum past 2^64 fits nowhere anyway
+        for (const ops::WeightView* v : dense)
+            if (!v->empty()) bytes = checked_add(bytes, be.batch_layout_bytes(*v)).value_or(UINT64_MAX);
         if (!auto_batch_copy(bytes, be.free_memory())) return;
     }
     for (ops::WeightView* v : dense)
