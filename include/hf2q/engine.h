@@ -96,10 +96,12 @@ using MatmulObserver = std::function<void(const std::string& tensor, int32_t exp
 enum class DevicePrecision { tensor_cores, f32 };
 
 // Element type of the KV cache: f16 (llama.cpp's default: half the memory, so twice
-// the tokens fit, and half the bytes each decode step reads) or f32 (the values as
-// computed). K and V are rounded to f16 once, when stored; attention reads them back
-// exactly and computes in f32 on every backend, so CPU and GPU still agree.
-enum class KvCacheType { f16, f32 };
+// the tokens fit, and half the bytes each decode step reads), f32 (the values as
+// computed) or e4m3 (FP8 E4M3 without a scale, as vLLM's fp8 cache: half of f16 again,
+// at 3 mantissa bits; values from ±448 up saturate). K and V are rounded once, when
+// stored; attention reads them back exactly and computes in f32 on every backend, so
+// CPU and GPU still agree.
+enum class KvCacheType { f16, f32, e4m3 };
 
 struct ContextOptions {
     BackendKind backend = BackendKind::cpu;  // where this context computes

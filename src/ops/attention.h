@@ -1,11 +1,14 @@
 // Attention of a flat batch of query tokens over a paged KV cache.
 //
 // KV pool layout (one pool per cached layer):
-//   k_pool, v_pool: [n_blocks][block_size][n_kv_heads][head_dim] of KvType: f32, or
+//   k_pool, v_pool: [n_blocks][block_size][n_kv_heads][head_dim] of KvType: f32,
 //   IEEE half (f16, llama.cpp's default cache type: half the memory and the bytes
-//   that decode reads). Values are rounded to f16 once, when stored (round to
-//   nearest even, the same on every backend); attention reads them back exactly and
-//   computes in f32 as for an f32 cache.
+//   that decode reads), or FP8 E4M3 (e4m3: a quarter; 3 mantissa bits, largest
+//   finite 448, no scale, as vLLM's fp8 cache with its default scale of 1: Gemma 4's
+//   K and V leave their RMS norms near unit size). Values are rounded once, when
+//   stored (round to nearest even; e4m3 saturates to ±448, as the hardware's
+//   satfinite conversion; the same on every backend); attention reads them back
+//   exactly and computes in f32 as for an f32 cache holding the rounded values.
 // A sequence's block table maps logical block b (positions b·block_size ...) to a
 // physical block id, or −1 when the block was released (sliding layers).
 //
@@ -21,9 +24,9 @@
 
 namespace hf2q::ops {
 
-enum class KvType : uint8_t { f32, f16 };
+enum class KvType : uint8_t { f32, f16, e4m3 };
 
-constexpr int64_t kv_type_bytes(KvType t) { return t == KvType::f16 ? 2 : 4; }
+constexpr int64_t kv_type_bytes(KvType t) { return t == KvType::f16 ? 2 : t == KvType::e4m3 ? 1 : 4; }
 
 struct AttentionParams {
     const float* q = nullptr;     // [n_tokens][n_heads][head_dim]

@@ -1,6 +1,7 @@
 // F32, F16 and BF16 rows, and the scalar FP16/BF16 conversions with ggml's rounding:
 // FP32->FP16 round-to-nearest-even with subnormals, overflow to inf, NaN -> 0x7E00 (sign
 // kept); FP32->BF16 round-to-nearest-even on the dropped 16 bits, NaN forced quiet.
+#include <cmath>
 #include <cstring>
 
 #include "quant/quant_impl.h"
@@ -36,6 +37,39 @@ uint16_t fp32_to_fp16(float f) {
     // mantissa bit, so the hardware's round-to-nearest-even does the rounding.
     const float v = float_of(a) + 0.5f;
     return sign | static_cast<uint16_t>(bits_of(v) - 0x3F000000u);
+}
+
+uint8_t fp32_to_e4m3(float f) {
+    const uint32_t u = bits_of(f);
+    const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+    const uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return sign | 0x7Fu;      // NaN
+    if (a >= 0x43E00000u) return sign | 0x7Eu;     // >= 448 (and inf): satfinite
+    if (a >= 0x3C800000u) {                        // normal: |f| >= 2^-6
+        // Rebias the exponent (127 -> 7), keep 3 mantissa bits, round the 20 dropped
+        // bits to nearest even. Below 448 the carry never reaches the NaN code.
+        const uint32_t e = (a >> 23) - 120u, m = a & 0x7FFFFFu;
+        uint32_t r = (e << 3) | (m >> 20);
+        const uint32_t rem = m & 0xFFFFFu;
+        if (rem > 0x80000u || (rem == 0x80000u && (r & 1u))) ++r;
+        return static_cast<uint8_t>(sign | r);
+    }
+    // Subnormal steps of 2^-9: k = |f|·2^9 rounded to nearest even (exact scaling);
+    // k = 8 is the smallest normal, code 0x08.
+    const float k = std::rint(float_of(a) * 512.0f);
+    return static_cast<uint8_t>(sign | static_cast<uint32_t>(k));
+}
+
+float e4m3_to_fp32(uint8_t c) {
+    const uint32_t e = (c >> 3) & 15u, m = c & 7u;
+    float v;
+    if (e == 15u && m == 7u)
+        v = float_of(0x7FC00000u);
+    else if (e == 0u)
+        v = static_cast<float>(m) * 0x1p-9f;
+    else
+        v = float_of(((e + 120u) << 23) | (m << 20));
+    return (c & 0x80u) ? -v : v;
 }
 
 float fp16_to_fp32(uint16_t h) {

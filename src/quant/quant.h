@@ -39,6 +39,11 @@ float vec_dot_f32(GgmlType t, const void* row, const float* x, int64_t n);
 uint16_t fp32_to_fp16(float f);
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);
+// FP8 E4M3 (the OCP format CUDA's __nv_fp8_e4m3 holds): round to nearest even,
+// magnitudes from 448 up (and ±inf) saturate to ±448 (CUDA's __NV_SATFINITE), NaN ->
+// 0x7F with its sign; decoding is exact (0x7F / 0xFF decode to NaN).
+uint8_t fp32_to_e4m3(float f);
+float e4m3_to_fp32(uint8_t c);
 inline float bf16_to_fp32(uint16_t h) {
     uint32_t u = static_cast<uint32_t>(h) << 16;
     float f;

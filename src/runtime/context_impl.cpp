@@ -84,7 +84,9 @@ void ContextImpl::allocate_kv() {
     const int64_t swa_per_seq = ceil_div(c.sliding_window - 1 + opts.n_ubatch, B) + 2;
     const int64_t swa_blocks = std::min(every_full, opts.n_seq_max * swa_per_seq);
     pool_row_.resize(sz(c.n_layer));
-    kv_type_ = opts.kv_type == KvCacheType::f32 ? ops::KvType::f32 : ops::KvType::f16;
+    kv_type_ = opts.kv_type == KvCacheType::f32    ? ops::KvType::f32
+               : opts.kv_type == KvCacheType::e4m3 ? ops::KvType::e4m3
+                                                   : ops::KvType::f16;
     const auto elem = static_cast<uint64_t>(ops::kv_type_bytes(kv_type_));
     uint64_t full_block_bytes = 0, swa_block_bytes = 0;  // K and V of every cache-owning layer
     for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -128,6 +130,7 @@ void ContextImpl::allocate_kv() {
         if (!n || *n > (1ull << 40)) fail("KV cache for layer ", il, " is too large; lower --ctx-size or --parallel");
         auto alloc = [&]() -> void* {
             if (kv_type_ == ops::KvType::f16) return backend_->alloc_array<uint16_t>(*n);
+            if (kv_type_ == ops::KvType::e4m3) return backend_->alloc_array<uint8_t>(*n);
             return backend_->alloc_array<float>(*n);
         };
         pools_[sz(il)].k = alloc();

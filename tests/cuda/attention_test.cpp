@@ -222,6 +222,7 @@ class CudaAttention : public ::testing::Test {
         std::vector<const int32_t*> host_tabs;
         float* dout = nullptr;
         std::vector<uint16_t> k16, v16;  // the host pools as f16 (kv == f16)
+        std::vector<uint8_t> k8, v8;     // the host pools as E4M3 codes (kv == e4m3)
     };
     Bound bind(const Case& c, const KvSetup& s, std::vector<float>& ref_out) {
         Bound b;
@@ -263,6 +264,15 @@ class CudaAttention : public ::testing::Test {
             b.host.v_pool = b.v16.data();
             b.device.k_pool = dev(b.k16);
             b.device.v_pool = dev(b.v16);
+            b.host.kv_type = b.device.kv_type = kv;
+        }
+        if (kv == ops::KvType::e4m3) {  // the same, in E4M3 (out of range: ±448; NaN stays NaN)
+            for (float x : s.k_pool) b.k8.push_back(quant::fp32_to_e4m3(x));
+            for (float x : s.v_pool) b.v8.push_back(quant::fp32_to_e4m3(x));
+            b.host.k_pool = b.k8.data();
+            b.host.v_pool = b.v8.data();
+            b.device.k_pool = dev(b.k8);
+            b.device.v_pool = dev(b.v8);
             b.host.kv_type = b.device.kv_type = kv;
         }
         return b;
@@ -329,8 +339,8 @@ class CudaAttention : public ::testing::Test {
     ops::KvType kv = ops::KvType::f32;  // element type of the pools bind() hands out
 };
 
-// The grids below run with each KV cache type: f16 pools hold the f32 values
-// rounded once, and the CPU reference reads the same pools.
+// The grids below run with each KV cache type: f16 and e4m3 pools hold the f32
+// values rounded once, and the CPU reference reads the same pools.
 class CudaAttentionKv : public CudaAttention, public ::testing::WithParamInterface<ops::KvType> {
   protected:
     void SetUp() override {
@@ -341,9 +351,12 @@ class CudaAttentionKv : public CudaAttention, public ::testing::WithParamInterfa
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Cache, CudaAttentionKv, ::testing::Values(ops::KvType::f32, ops::KvType::f16),
+INSTANTIATE_TEST_SUITE_P(Cache, CudaAttentionKv,
+                         ::testing::Values(ops::KvType::f32, ops::KvType::f16, ops::KvType::e4m3),
                          [](const ::testing::TestParamInfo<ops::KvType>& i) {
-                             return std::string(i.param == ops::KvType::f16 ? "f16" : "f32");
+                             return std::string(i.param == ops::KvType::f16    ? "f16"
+                                                : i.param == ops::KvType::e4m3 ? "e4m3"
+                                                                               : "f32");
                          });
 
 // One prompt (optionally after a cached prefix: chunked prefill) over the grid of

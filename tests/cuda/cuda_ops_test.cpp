@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -259,6 +260,47 @@ TEST_F(CudaOps, ResidualNormsWithCombineMatchCpu) {
     }
 }
 
+// The device's E4M3 stores (kv_store; the hardware's satfinite conversion) give the
+// CPU reference's codes (quant::fp32_to_e4m3) for every input class: each midpoint
+// between neighbouring codes and the floats either side of it, the codes themselves,
+// saturation, ±inf, signed zeros and subnormals, and random magnitudes over the
+// whole range. NaN is left out: only its class is specified (and K / V never hold it).
+TEST_F(CudaOps, KvStoreE4m3MatchesCpuRounding) {
+    std::vector<float> x = {0.0f, -0.0f, 448.0f, 449.0f, 1e30f, -1e30f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), 1e-30f, -1e-30f, 0x1p-10f, 0x1p-149f};
+    for (uint32_t c = 0; c < 0x7E; ++c) {
+        const float a = quant::e4m3_to_fp32(static_cast<uint8_t>(c)), b = quant::e4m3_to_fp32(static_cast<uint8_t>(c + 1));
+        const float mid = 0.5f * (a + b);
+        for (float v : {a, mid, std::nextafter(mid, a), std::nextafter(mid, b)}) {
+            x.push_back(v);
+            x.push_back(-v);
+        }
+    }
+    std::mt19937 gen(5);
+    std::uniform_real_distribution<float> expo(-12.0f, 10.0f);
+    while (x.size() % 64 != 0 || x.size() < 4096) x.push_back((gen() & 1 ? 1.0f : -1.0f) * std::exp2(expo(gen)));
+    const int64_t row = 64, n = static_cast<int64_t>(x.size()) / row, bs = 1;
+    std::vector<int32_t> table(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) table[static_cast<size_t>(t)] = pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+    const int32_t* dtable = dev(table);
+    ops::KvStoreParams p;
+    p.k = dev(x);
+    p.v = p.k;
+    uint8_t* dk = dev(std::vector<uint8_t>(x.size(), 0xAA));
+    p.k_pool = dk;
+    p.v_pool = dev(std::vector<uint8_t>(x.size(), 0xAA));
+    p.kv_type = ops::KvType::e4m3;
+    p.row = row;
+    p.block_size = bs;
+    p.pos = dev(pos);
+    p.tables = dev(std::vector<const int32_t*>(static_cast<size_t>(n), dtable));
+    p.n_tokens = n;
+    gpu->kv_store(p);
+    const auto got = host(dk, x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_EQ(got[i], quant::fp32_to_e4m3(x[i])) << "value " << x[i] << " (index " << i << ")";
+}
+
 // attention_inputs on the device (one kernel for head dims of a multiple of 128,
 // else the op sequence) against the CPU's sequence: q in place, k̂/v̂ in the pools
 // at each token's slot, with and without a cache, V from its own projection or from
@@ -271,6 +313,8 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
             if (t == ops::KvType::f16) {
                 const uint16_t h = quant::fp32_to_fp16(7.0f);
                 std::memcpy(b.data() + 2 * i, &h, 2);
+            } else if (t == ops::KvType::e4m3) {
+                b[i] = quant::fp32_to_e4m3(7.0f);
             } else {
                 const float f = 7.0f;
                 std::memcpy(b.data() + 4 * i, &f, 4);
@@ -285,6 +329,8 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                 uint16_t h;
                 std::memcpy(&h, b.data() + 2 * i, 2);
                 v[i] = quant::fp16_to_fp32(h);
+            } else if (t == ops::KvType::e4m3) {
+                v[i] = quant::e4m3_to_fp32(b[i]);
             } else {
                 std::memcpy(&v[i], b.data() + 4 * i, 4);
             }
@@ -296,8 +342,9 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
     for (int64_t D : {64, 128, 256, 512}) {
         for (auto [nh, nkv] : {std::pair<int64_t, int64_t>{4, 2}, {8, 1}}) {
             for (int64_t T : {1, 5}) {
-                for (int mode = 0; mode < 5; ++mode) {  // 0: q only, 1: store, 2: store with V = K; 3, 4: f16 pools
-                    const ops::KvType kt = mode >= 3 ? ops::KvType::f16 : ops::KvType::f32;
+                // 0: q only, 1: store, 2: store with V = K; 3, 4: f16 pools; 5, 6: e4m3 pools
+                for (int mode = 0; mode < 7; ++mode) {
+                    const ops::KvType kt = mode >= 5 ? ops::KvType::e4m3 : mode >= 3 ? ops::KvType::f16 : ops::KvType::f32;
                     const std::string what = "D=" + std::to_string(D) + " nh=" + std::to_string(nh) +
                                              " T=" + std::to_string(T) + " mode=" + std::to_string(mode);
                     std::vector<int32_t> pos(static_cast<size_t>(T));
@@ -327,7 +374,7 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                         c.k = ck.data();
                         c.k_w = kw.data();
                         c.v = cv.data();
-                        c.v_from_k = mode == 2 || mode == 4;
+                        c.v_from_k = mode % 2 == 0;
                         c.n_kv_heads = nkv;
                         c.k_pool = ckp.data();
                         c.v_pool = cvp.data();
@@ -349,7 +396,7 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                         g.k = dev(k);
                         g.k_w = dev(kw);
                         g.v = dev(v);
-                        g.v_from_k = mode == 2 || mode == 4;
+                        g.v_from_k = mode % 2 == 0;
                         g.n_kv_heads = nkv;
                         g.k_pool = dkp;
                         g.v_pool = dvp;
@@ -359,9 +406,9 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                     }
                     gpu->attention_inputs(g);
                     EXPECT_LT(rel_err(host(dq, q.size()), cq), 1e-6) << what << " (q)";
-                    // f16: the values agree to 1e-6 before rounding, so at most a few round
-                    // to neighbouring halves.
-                    const double tol = kt == ops::KvType::f16 ? 1e-4 : 1e-6;
+                    // f16 / e4m3: the values agree to 1e-6 before rounding, so at most a few
+                    // round to neighbouring codes (a step of 2^-3 relative for e4m3).
+                    const double tol = kt == ops::KvType::e4m3 ? 1e-2 : kt == ops::KvType::f16 ? 1e-4 : 1e-6;
                     EXPECT_LT(rel_err(values(host(dkp, ckp.size()), kt), values(ckp, kt)), tol) << what << " (k pool)";
                     EXPECT_LT(rel_err(values(host(dvp, cvp.size()), kt), values(cvp, kt)), tol) << what << " (v pool)";
                 }

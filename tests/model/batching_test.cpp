@@ -27,10 +27,10 @@ void expect_rows_equal(const std::vector<float>& got, const std::vector<float>& 
 }  // namespace
 
 // All prompts of different lengths in one batch, tokens interleaved across
-// sequences: every sequence's logits equal its single run, with either KV cache type.
+// sequences: every sequence's logits equal its single run, with every KV cache type.
 TEST_P(Batching, ManySequencesMatchSingleRuns) {
     const Fixture& fx = *fixture(GetParam());
-    for (KvCacheType kv : {KvCacheType::f32, KvCacheType::f16}) {
+    for (KvCacheType kv : {KvCacheType::f32, KvCacheType::f16, KvCacheType::e4m3}) {
         ContextOptions o = small_context(4);
         o.kv_type = kv;
         auto ctx = Context::create(*fx.model, o);
@@ -42,7 +42,10 @@ TEST_P(Batching, ManySequencesMatchSingleRuns) {
             for (size_t o2 = 0; o2 < order.size(); ++o2)
                 if (order[o2].first == i)
                     expect_rows_equal(row(*ctx, static_cast<int32_t>(o2)), alone, order[o2].second, ctx->n_vocab(),
-                                      "prompt " + std::to_string(i) + (kv == KvCacheType::f16 ? " (f16 cache)" : ""));
+                                      "prompt " + std::to_string(i) +
+                                          (kv == KvCacheType::f16    ? " (f16 cache)"
+                                           : kv == KvCacheType::e4m3 ? " (e4m3 cache)"
+                                                                     : ""));
         }
     }
 }

@@ -400,6 +400,43 @@ TEST(Gather, KvStoreF16RoundsEachValue) {
     for (int64_t j = 0; j < bs * row; ++j) ASSERT_EQ(k_pool[size_t(1 * bs * row + j)], k_pool[size_t(2 * bs * row + j)]);
 }
 
+// An e4m3 cache: each value rounded to nearest even and saturated to ±448
+// (quant::fp32_to_e4m3); block copies move the bytes unchanged.
+TEST(Gather, KvStoreE4m3RoundsEachValue) {
+    const int64_t row = 8, bs = 2, n_blocks = 3;
+    const std::vector<int32_t> table = {2, 0};
+    const int32_t* tables[] = {table.data(), table.data()};
+    const std::vector<int32_t> pos = {3, 0};
+    std::vector<float> k = randn(size_t(2 * row), 7), v = randn(size_t(2 * row), 8);
+    k[1] = 1000.0f;   // above 448: saturates
+    k[2] = 0.0025f;   // a subnormal (steps of 2^-9)
+    k[3] = -1e-9f;    // rounds to -0
+    v[5] = 1.0625f;   // halfway between 1 and 1.125: to even (1.0)
+    std::vector<uint8_t> k_pool(size_t(n_blocks * bs * row), 0), v_pool = k_pool;
+    ops::KvStoreParams p;
+    p.k = k.data();
+    p.v = v.data();
+    p.k_pool = k_pool.data();
+    p.v_pool = v_pool.data();
+    p.kv_type = ops::KvType::e4m3;
+    p.row = row;
+    p.block_size = bs;
+    p.pos = pos.data();
+    p.tables = tables;
+    p.n_tokens = 2;
+    backends().three->kv_store(p);
+    const int64_t slots[] = {0 * bs + 1, 2 * bs + 0};
+    for (int t = 0; t < 2; ++t)
+        for (int64_t i = 0; i < row; ++i) {
+            ASSERT_EQ(k_pool[size_t(slots[t] * row + i)], quant::fp32_to_e4m3(k[size_t(t * row + i)]));
+            ASSERT_EQ(v_pool[size_t(slots[t] * row + i)], quant::fp32_to_e4m3(v[size_t(t * row + i)]));
+        }
+    EXPECT_EQ(k_pool[size_t(slots[0] * row + 1)], 0x7Eu);
+    EXPECT_EQ(k_pool[size_t(slots[0] * row + 2)], 0x01u);
+    EXPECT_EQ(k_pool[size_t(slots[0] * row + 3)], 0x80u);
+    EXPECT_EQ(v_pool[size_t(slots[0] * row + 5)], 0x38u);
+}
+
 TEST(ZeroSized, CallsWithNothingToDoTouchNothing) {
     // Every pointer is null: any access would crash under the sanitizers.
     for (ops::Backend* be : {backends().one.get(), backends().three.get()}) {

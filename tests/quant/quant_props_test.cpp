@@ -81,6 +81,68 @@ TEST(Fp16, EveryHalfRoundTrips) {
     EXPECT_EQ(fp16_to_fp32(0x7BFF), 65504.0f);
 }
 
+// ---- FP8 E4M3 (the KV cache's e4m3 pools) ---------------------------------------------------
+
+TEST(E4m3, SpecialValues) {
+    EXPECT_EQ(fp32_to_e4m3(0.0f), 0x00);
+    EXPECT_EQ(fp32_to_e4m3(-0.0f), 0x80);
+    EXPECT_EQ(fp32_to_e4m3(1.0f), 0x38);   // exponent 7 (bias 7), mantissa 0
+    EXPECT_EQ(fp32_to_e4m3(-2.0f), 0xC0);
+    EXPECT_EQ(fp32_to_e4m3(448.0f), 0x7E);  // the largest finite
+    EXPECT_EQ(fp32_to_e4m3(1e6f), 0x7E);    // saturates (__NV_SATFINITE), never NaN
+    EXPECT_EQ(fp32_to_e4m3(-500.0f), 0xFE);
+    EXPECT_EQ(fp32_to_e4m3(std::numeric_limits<float>::infinity()), 0x7E);
+    EXPECT_EQ(fp32_to_e4m3(-std::numeric_limits<float>::infinity()), 0xFE);
+    EXPECT_EQ(fp32_to_e4m3(std::numeric_limits<float>::quiet_NaN()), 0x7F);
+    EXPECT_EQ(fp32_to_e4m3(from_bits(0xFFC00000u)), 0xFF);  // NaN, sign kept
+    EXPECT_EQ(fp32_to_e4m3(0x1p-9f), 0x01);                // smallest subnormal
+    EXPECT_EQ(fp32_to_e4m3(-0x1p-9f), 0x81);
+    EXPECT_EQ(fp32_to_e4m3(0x1p-6f), 0x08);  // smallest normal
+    EXPECT_EQ(fp32_to_e4m3(7.0f * 0x1p-9f), 0x07);  // largest subnormal
+    EXPECT_EQ(fp32_to_e4m3(1e-30f), 0x00);
+    EXPECT_EQ(fp32_to_e4m3(-1e-30f), 0x80);
+    EXPECT_TRUE(std::isnan(e4m3_to_fp32(0x7F)));
+    EXPECT_TRUE(std::isnan(e4m3_to_fp32(0xFF)));
+    EXPECT_EQ(e4m3_to_fp32(0x7E), 448.0f);
+    EXPECT_EQ(e4m3_to_fp32(0x01), 0x1p-9f);
+    EXPECT_EQ(bits(e4m3_to_fp32(0x80)), 0x80000000u);
+}
+
+TEST(E4m3, RoundsToNearestEven) {
+    // Between 1 (0x38) and 1.125 (0x39): 1.0625 is the tie.
+    EXPECT_EQ(fp32_to_e4m3(1.0625f), 0x38);                  // tie -> even (down)
+    EXPECT_EQ(fp32_to_e4m3(1.125f + 0.0625f), 0x3A);         // tie -> even (up)
+    EXPECT_EQ(fp32_to_e4m3(1.0625f + 0x1p-20f), 0x39);       // just above the tie
+    EXPECT_EQ(fp32_to_e4m3(1.0625f - 0x1p-20f), 0x38);       // just below
+    EXPECT_EQ(fp32_to_e4m3(1.9375f), 0x40);                  // tie of 1.875 and 2: carry into the exponent
+    EXPECT_EQ(fp32_to_e4m3(447.0f), 0x7E);
+    EXPECT_EQ(fp32_to_e4m3(440.0f), 0x7E);                   // nearer 448 than 416
+    EXPECT_EQ(fp32_to_e4m3(432.0f), 0x7E);                   // tie of 416 (0x7D) and 448: even is 448
+    EXPECT_EQ(fp32_to_e4m3(424.0f), 0x7D);                   // nearer 416
+    // Subnormals: steps of 2^-9.
+    EXPECT_EQ(fp32_to_e4m3(0x1p-10f), 0x00);                 // 0.5 step -> 0 (even)
+    EXPECT_EQ(fp32_to_e4m3(3.0f * 0x1p-10f), 0x02);          // 1.5 steps -> 2
+    EXPECT_EQ(fp32_to_e4m3(5.0f * 0x1p-10f), 0x02);          // 2.5 steps -> 2
+    EXPECT_EQ(fp32_to_e4m3(15.0f * 0x1p-10f), 0x08);         // 7.5 steps -> 8: the smallest normal
+}
+
+// Every code decodes to a value that encodes back to it (NaN aside), and every value
+// between two neighbouring codes goes to the nearer one.
+TEST(E4m3, EveryCodeRoundTripsAndNeighboursSplitAtTheMidpoint) {
+    for (uint32_t c = 0; c < 256; ++c) {
+        if ((c & 0x7F) == 0x7F) continue;
+        const float f = e4m3_to_fp32(static_cast<uint8_t>(c));
+        EXPECT_EQ(fp32_to_e4m3(f), c) << c;
+    }
+    for (uint32_t c = 0; c < 0x7E; ++c) {
+        const float a = e4m3_to_fp32(static_cast<uint8_t>(c)), b = e4m3_to_fp32(static_cast<uint8_t>(c + 1));
+        const float mid = 0.5f * (a + b);  // exact: neighbours differ in one step
+        EXPECT_EQ(fp32_to_e4m3(std::nextafter(mid, a)), c) << c;
+        EXPECT_EQ(fp32_to_e4m3(std::nextafter(mid, b)), c + 1) << c;
+        EXPECT_EQ(fp32_to_e4m3(mid), (c % 2 == 0) ? c : c + 1) << c;
+    }
+}
+
 // Independent check of the rounding: the result is a nearest half, and on a tie the even one.
 TEST(Fp16, RandomFloatsRoundToNearest) {
     std::mt19937 rng(7);

@@ -19,8 +19,15 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "core/error.h"
+#include "quant/quant.h"
 
 namespace hf2q::cpu {
+
+// quant::e4m3_to_fp32 of every code, once (cpu_ops.h).
+E4m3Table::E4m3Table() {
+    for (int c = 0; c < 256; ++c) v[c] = quant::e4m3_to_fp32(static_cast<uint8_t>(c));
+}
+
 namespace {
 
 // Lowest key position visible to a query at position p.
@@ -48,7 +55,7 @@ void check_tables(const ops::AttentionParams& p) {
 }
 
 // out = softmax(scale · q·Kᵀ) · V for one (token, head); scores: [block_size],
-// acc: [head_dim] scratch. KV: float, or uint16_t (f16 bits).
+// acc: [head_dim] scratch. KV: float, uint16_t (f16 bits) or E4m3.
 template <class KV>
 HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h, float* scores,
                             float* acc) {
@@ -105,15 +112,15 @@ void attention(Context& c, const ops::AttentionParams& p) {
     check_tables(p);
 
     c.scratch.reserve(p.block_size + p.head_dim);
-    const bool f16 = p.kv_type == ops::KvType::f16;
     c.pool.parallel_for(p.n_tokens * p.n_heads, 1, [&](int64_t i0, int64_t i1, int th) {
         float* scores = c.scratch.get(th);
         float* acc = scores + p.block_size;
         for (int64_t i = i0; i < i1; ++i) {
-            if (f16)
-                attend<uint16_t>(p, i / p.n_heads, i % p.n_heads, scores, acc);
-            else
-                attend<float>(p, i / p.n_heads, i % p.n_heads, scores, acc);
+            switch (p.kv_type) {
+                case ops::KvType::f16: attend<uint16_t>(p, i / p.n_heads, i % p.n_heads, scores, acc); break;
+                case ops::KvType::e4m3: attend<E4m3>(p, i / p.n_heads, i % p.n_heads, scores, acc); break;
+                case ops::KvType::f32: attend<float>(p, i / p.n_heads, i % p.n_heads, scores, acc); break;
+            }
         }
     });
 }

@@ -105,13 +105,34 @@ inline void half8_to_f8(const uint16_t* p, F8& f) {
     std::memcpy(&f, &r, sizeof f);
 }
 
-// The operand B of dot_f32 / axpy_f32: f32 values, or f16 bits (uint16_t, the KV
-// cache's f16 pools) converted exactly, so an f16 pool computes bit for bit as an
-// f32 pool holding the rounded values.
+// FP8 E4M3 bits of the KV cache's e4m3 pools (a type of its own, so the overloads
+// below tell them from bytes of anything else).
+enum class E4m3 : uint8_t {};
+
+// The 256 E4M3 codes as f32 (quant::e4m3_to_fp32): decoding is a lookup.
+struct E4m3Table {
+    float v[256];
+    E4m3Table();
+};
+inline const E4m3Table& e4m3_table() {
+    static const E4m3Table t;
+    return t;
+}
+
+// The operand B of dot_f32 / axpy_f32: f32 values, or f16 bits (uint16_t) or E4M3
+// codes (the KV cache's f16 and e4m3 pools) converted exactly, so those pools
+// compute bit for bit as an f32 pool holding the rounded values.
 inline void load_f8(const float* p, F8& v) { std::memcpy(&v, p, sizeof v); }
 inline void load_f8(const uint16_t* p, F8& v) { half8_to_f8(p, v); }
+inline void load_f8(const E4m3* p, F8& v) {
+    const float* t = e4m3_table().v;
+    float f[8];
+    for (int i = 0; i < 8; ++i) f[i] = t[static_cast<uint8_t>(p[i])];
+    std::memcpy(&v, f, sizeof v);
+}
 inline float value_f32(float x) { return x; }
 inline float value_f32(uint16_t h) { return half_to_f32(h); }
+inline float value_f32(E4m3 c) { return e4m3_table().v[static_cast<uint8_t>(c)]; }
 
 // Σ a[i]·b[i] in f32: four independent 8-lane accumulators over 32-element steps (for
 // instruction-level parallelism), combined as (acc0+acc1)+(acc2+acc3), the eight lanes

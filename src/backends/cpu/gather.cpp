@@ -52,10 +52,15 @@ void scatter_add(Context& c, const ops::ScatterAddParams& p) {
 }
 
 // One row of values into a pool row of type t: the quantizer's F32 row (a copy) or
-// F16 row (ggml's round to nearest even).
+// F16 row (ggml's round to nearest even), or E4M3 codes (quant::fp32_to_e4m3).
 static void store_kv_row(const float* src, void* pool, int64_t slot, int64_t row, ops::KvType t) {
+    uint8_t* dst = static_cast<uint8_t*>(pool) + slot * row * ops::kv_type_bytes(t);
+    if (t == ops::KvType::e4m3) {
+        for (int64_t i = 0; i < row; ++i) dst[i] = quant::fp32_to_e4m3(src[i]);
+        return;
+    }
     const GgmlType type = t == ops::KvType::f16 ? GgmlType::F16 : GgmlType::F32;
-    quant::quantize(type, src, static_cast<uint8_t*>(pool) + slot * row * ops::kv_type_bytes(t), 1, row, nullptr);
+    quant::quantize(type, src, dst, 1, row, nullptr);
 }
 
 void kv_store(Context& c, const ops::KvStoreParams& p) {

@@ -308,10 +308,7 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
                       aligned16(p.out) && aligned16(p.k_pool) && aligned16(p.v_pool);
     if (!fast) {
         dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
-        if (p.kv_type == ops::KvType::f16)
-            launch(attention_generic_kernel<half>, grid, 32 * kWarps, 0, s, p);
-        else
-            launch(attention_generic_kernel<float>, grid, 32 * kWarps, 0, s, p);
+        dispatch_kv(p.kv_type, [&]<class KV>() { launch(attention_generic_kernel<KV>, grid, 32 * kWarps, 0, s, p); });
         HF2Q_CUDA_LAUNCH_CHECK();
         quantize_out();
         return;

@@ -41,12 +41,14 @@ constexpr int kPlanStride = 1 + 2 * kMaxRuns;
 constexpr int kMaxSplits = 128;
 
 // Keys per chunk of the split kernel (CK): a chunk holds 16 KiB of K and as many of
-// V, i.e. CK·head_dim = 4096 values of an f32 cache, 8192 of an f16 one (fewer
-// chunks, so fewer block barriers per key, for the same shared memory). A split's
-// share of the key range is whole chunks, so the dispatcher sizes the number of
-// splits in these units.
+// V, i.e. CK·head_dim = 4096 values of an f32 cache, 8192 of an f16 one, 16384 of an
+// e4m3 one (fewer chunks, so fewer block barriers per key, for the same shared
+// memory), and at most 128 keys (the split kernel's threads: a chunk's rows are
+// divided among them). A split's share of the key range is whole chunks, so the
+// dispatcher sizes the number of splits in these units.
 __host__ __device__ constexpr int split_chunk_keys(int64_t head_dim, int64_t kv_bytes) {
-    return static_cast<int>(16384 / (head_dim * kv_bytes));
+    const int64_t keys = 16384 / (head_dim * kv_bytes);
+    return static_cast<int>(keys < 128 ? keys : 128);
 }
 
 // Lowest key position visible to a query at position p (ops/attention.h).

@@ -37,7 +37,7 @@ namespace {
 // Blocks along the tokens; more tokens are strided over.
 constexpr int64_t kMaxTokenBlocks = 1024;
 
-// KV: the cache element (float or half, ops/attention.h); chunks are staged in shared
+// KV: the cache element (float, half or kv_e4m3, ops/attention.h); chunks are staged in shared
 // memory as stored and converted to f32 when read.
 template <int D, class KV>
 struct SplitShape {
@@ -365,10 +365,7 @@ void launch_split_dhk(const ops::AttentionParams& p, const int* handled, int n_s
 template <int D, int HB>
 void launch_split_dh(const ops::AttentionParams& p, const int* handled, int n_split, float* part,
                      float scale_log2, cudaStream_t s) {
-    if (p.kv_type == ops::KvType::f16)
-        launch_split_dhk<D, HB, half>(p, handled, n_split, part, scale_log2, s);
-    else
-        launch_split_dhk<D, HB, float>(p, handled, n_split, part, scale_log2, s);
+    dispatch_kv(p.kv_type, [&]<class KV>() { launch_split_dhk<D, HB, KV>(p, handled, n_split, part, scale_log2, s); });
 }
 
 template <int D>

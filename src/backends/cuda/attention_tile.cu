@@ -45,7 +45,8 @@ struct TileShape {
     static constexpr int kLdP = kKeys + 8;  // halfs per P row
     static constexpr size_t kQBytes = size_t{kRows} * kLd * 2;
     static constexpr size_t kKvBytes = size_t{kKeys} * kLd * 2;
-    static constexpr size_t kStageBytes = sizeof(KV) == 4 ? size_t{kKeys} * D * 4 : 0;
+    // f32 and E4M3 pools are staged as stored, then converted to the F16 tile.
+    static constexpr size_t kStageBytes = sizeof(KV) != 2 ? size_t{kKeys} * D * sizeof(KV) : 0;
     static constexpr size_t kPBytes = kDSplit > 1 ? size_t{kRows} * kLdP * 2 : 0;
     static constexpr size_t kRedBytes = size_t{kDSplit} * kRows * 4;
     static constexpr size_t kOffBytes = 2 * size_t{kKeys} * 8;
@@ -56,34 +57,47 @@ struct TileShape {
 };
 
 // Starts the copy of one key tile (rows given by pool offsets; -1 = zeros): an f32
-// pool's into the staging buffer [BN][D], an f16 pool's into the tile [BN][LD].
+// or E4M3 pool's into the staging buffer [BN][D] (as stored), an f16 pool's into the
+// tile [BN][LD].
 template <int D, int BN, int NT, int LD, class KV>
-__device__ __forceinline__ void issue_tile(float* stage, half* tile, const KV* __restrict__ pool,
+__device__ __forceinline__ void issue_tile(unsigned char* stage, half* tile, const KV* __restrict__ pool,
                                            const int64_t* off) {
     constexpr int VEC = 16 / sizeof(KV);
 #pragma unroll 4
     for (int u = threadIdx.x; u < BN * D / VEC; u += NT) {
         const int r = u / (D / VEC), c = (u % (D / VEC)) * VEC;
         const int64_t o = off[r];
-        void* dst = sizeof(KV) == 4 ? static_cast<void*>(stage + r * D + c) : static_cast<void*>(tile + r * LD + c);
+        void* dst = sizeof(KV) != 2 ? static_cast<void*>(stage + (r * D + c) * sizeof(KV))
+                                    : static_cast<void*>(tile + r * LD + c);
         cp_async16(dst, pool + (o < 0 ? 0 : o + c), o < 0 ? 0 : 16);
     }
     cp_async_commit();
 }
 
-// Staging buffer [BN][D] f32 -> F16 tile [BN][LD].
-template <int D, int BN, int NT, int LD>
-__device__ __forceinline__ void convert_tile(const float* stage, half* dst) {
+// Staging buffer [BN][D] of f32 or E4M3 -> F16 tile [BN][LD] (E4M3 exactly).
+template <int D, int BN, int NT, int LD, class KV>
+__device__ __forceinline__ void convert_tile(const unsigned char* stage, half* dst) {
 #pragma unroll 4
     for (int u = threadIdx.x; u < BN * D / 8; u += NT) {
         const int r = u / (D / 8), c = (u % (D / 8)) * 8;
-        const float4 a = *reinterpret_cast<const float4*>(stage + r * D + c);
-        const float4 b = *reinterpret_cast<const float4*>(stage + r * D + c + 4);
         uint4 v;
-        v.x = pack_half2(a.x, a.y);
-        v.y = pack_half2(a.z, a.w);
-        v.z = pack_half2(b.x, b.y);
-        v.w = pack_half2(b.z, b.w);
+        if constexpr (sizeof(KV) == 1) {
+            const uint2 e = *reinterpret_cast<const uint2*>(stage + r * D + c);
+            const half2 h0 = e4m3x2_to_half2(static_cast<uint16_t>(e.x)),
+                        h1 = e4m3x2_to_half2(static_cast<uint16_t>(e.x >> 16)),
+                        h2 = e4m3x2_to_half2(static_cast<uint16_t>(e.y)),
+                        h3 = e4m3x2_to_half2(static_cast<uint16_t>(e.y >> 16));
+            v = make_uint4(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1),
+                           *reinterpret_cast<const uint32_t*>(&h2), *reinterpret_cast<const uint32_t*>(&h3));
+        } else {
+            const float* f = reinterpret_cast<const float*>(stage);
+            const float4 a = *reinterpret_cast<const float4*>(f + r * D + c);
+            const float4 b = *reinterpret_cast<const float4*>(f + r * D + c + 4);
+            v.x = pack_half2(a.x, a.y);
+            v.y = pack_half2(a.z, a.w);
+            v.z = pack_half2(b.x, b.y);
+            v.w = pack_half2(b.z, b.w);
+        }
         *reinterpret_cast<uint4*>(dst + r * LD + c) = v;
     }
 }
@@ -100,7 +114,7 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
                           float scale_log2) {
     pdl_begin();
     using T = TileShape<D, KV>;
-    constexpr bool kStaged = sizeof(KV) == 4;  // f32 pool: staged, then converted
+    constexpr bool kStaged = sizeof(KV) != 2;  // f32 and E4M3 pools: staged, then converted
     const KV* const k_pool = static_cast<const KV*>(p.k_pool);
     const KV* const v_pool = static_cast<const KV*>(p.v_pool);
     constexpr int BM = T::kRows, BN = T::kKeys, DS = T::kDSplit, NT = T::kThreads, LD = T::kLd;
@@ -120,7 +134,7 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
     half* qh = reinterpret_cast<half*>(smem);               // [BM][LD]
     half* kh = reinterpret_cast<half*>(smem + T::kQBytes);  // [BN][LD]
     half* vh = reinterpret_cast<half*>(smem + T::kQBytes + T::kKvBytes);
-    float* stage = reinterpret_cast<float*>(smem + T::kQBytes + 2 * T::kKvBytes);  // [BN][D]
+    unsigned char* stage = smem + T::kQBytes + 2 * T::kKvBytes;  // [BN][D] of KV
     unsigned char* tail = smem + T::kQBytes + 2 * T::kKvBytes + T::kStageBytes;
     half* ps = reinterpret_cast<half*>(tail);                  // [BM][LDP] (DS > 1)
     float* red = reinterpret_cast<float*>(tail + T::kPBytes);  // [DS][BM]
@@ -200,7 +214,7 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
             cp_async_wait<0>();
             __syncthreads();  // K tile staged; every warp is done with kh and vh
             if constexpr (kStaged) {
-                convert_tile<D, BN, NT, LD>(stage, kh);
+                convert_tile<D, BN, NT, LD, KV>(stage, kh);
                 __syncthreads();
             }
             issue_tile<D, BN, NT, LD>(stage, vh, v_pool, rowoff + slot * BN);
@@ -298,7 +312,7 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
             __syncthreads();  // V tile staged; P published (DS > 1); every warp is done with kh
             if (tid < BN && kt + 2 <= kt1) rowoff[slot * BN + tid] = next_off;
             if constexpr (kStaged) {
-                convert_tile<D, BN, NT, LD>(stage, vh);
+                convert_tile<D, BN, NT, LD, KV>(stage, vh);
                 __syncthreads();
             }
             if (kt < kt1) issue_tile<D, BN, NT, LD>(stage, kh, k_pool, rowoff + (slot ^ 1) * BN);
@@ -375,10 +389,7 @@ void launch_tile_dk(const ops::AttentionParams& p, const int* plan, int64_t n_ti
 template <int D>
 void launch_tile_d(const ops::AttentionParams& p, const int* plan, int64_t n_tiles,
                    float scale_log2, cudaStream_t s) {
-    if (p.kv_type == ops::KvType::f16)
-        launch_tile_dk<D, half>(p, plan, n_tiles, scale_log2, s);
-    else
-        launch_tile_dk<D, float>(p, plan, n_tiles, scale_log2, s);
+    dispatch_kv(p.kv_type, [&]<class KV>() { launch_tile_dk<D, KV>(p, plan, n_tiles, scale_log2, s); });
 }
 
 }  // namespace

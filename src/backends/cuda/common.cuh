@@ -2,12 +2,14 @@
 #pragma once
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <utility>
 
 #include "core/error.h"
+#include "ops/attention.h"
 
 #define HF2Q_CUDA_CHECK(expr)                                                                \
     do {                                                                                     \
@@ -94,23 +96,53 @@ __device__ __forceinline__ uint4 ld_weights16(const void* p) {
     return r;
 }
 
-// KV cache elements (ops/attention.h KvType): float or half. Stores round to
-// nearest even (the CPU reference's fp32_to_fp16); loads are exact.
+// KV cache elements (ops/attention.h KvType): float, half or FP8 E4M3 (kv_e4m3).
+// Stores round to nearest even (the CPU reference's fp32_to_fp16 / fp32_to_e4m3;
+// E4M3 saturates to ±448, __NV_SATFINITE); loads are exact.
+using kv_e4m3 = __nv_fp8_e4m3;
+// Calls f.template operator()<KV>() with the element type of a pool of type t.
+template <class F>
+void dispatch_kv(ops::KvType t, F&& f) {
+    switch (t) {
+        case ops::KvType::f16: f.template operator()<half>(); return;
+        case ops::KvType::e4m3: f.template operator()<kv_e4m3>(); return;
+        case ops::KvType::f32: f.template operator()<float>(); return;
+    }
+}
 template <class KV>
 __device__ __forceinline__ KV to_kv(float v) {
     if constexpr (sizeof(KV) == 2)
         return __float2half_rn(v);
+    else if constexpr (sizeof(KV) == 1)
+        return KV(v);  // __nv_fp8_e4m3(float): __NV_SATFINITE, round to nearest even
     else
         return v;
 }
 __device__ __forceinline__ float from_kv(float v) { return v; }
 __device__ __forceinline__ float from_kv(half v) { return __half2float(v); }
-// Four consecutive values at a 16-byte (float) or 8-byte (half) aligned address.
+__device__ __forceinline__ float from_kv(kv_e4m3 v) { return static_cast<float>(v); }
+// Two E4M3 codes (the low byte first) as two exact halves.
+__device__ __forceinline__ half2 e4m3x2_to_half2(uint16_t c) {
+    const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(c), __NV_E4M3);
+    return *reinterpret_cast<const half2*>(&r);
+}
+// Two values as E4M3 codes (the first in the low byte), rounded as to_kv.
+__device__ __forceinline__ uint16_t float2_to_e4m3x2(float2 v) {
+    return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE, __NV_E4M3));
+}
+// Four consecutive values at a 16-byte (float), 8-byte (half) or 4-byte (E4M3)
+// aligned address.
 __device__ __forceinline__ float4 load_kv4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ float4 load_kv4(const half* p) {
     const uint2 u = *reinterpret_cast<const uint2*>(p);
     const float2 a = __half22float2(*reinterpret_cast<const half2*>(&u.x));
     const float2 b = __half22float2(*reinterpret_cast<const half2*>(&u.y));
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ float4 load_kv4(const kv_e4m3* p) {
+    const uint32_t u = *reinterpret_cast<const uint32_t*>(p);
+    const float2 a = __half22float2(e4m3x2_to_half2(static_cast<uint16_t>(u)));
+    const float2 b = __half22float2(e4m3x2_to_half2(static_cast<uint16_t>(u >> 16)));
     return make_float4(a.x, a.y, b.x, b.y);
 }
 

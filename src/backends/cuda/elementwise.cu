@@ -366,6 +366,7 @@ __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
 // as KV (float, or half rounded to nearest even: ops/attention.h).
 __device__ __forceinline__ void store2(float* p, float2 v) { *reinterpret_cast<float2*>(p) = v; }
 __device__ __forceinline__ void store2(half* p, float2 v) { *reinterpret_cast<half2*>(p) = __floats2half2_rn(v.x, v.y); }
+__device__ __forceinline__ void store2(kv_e4m3* p, float2 v) { *reinterpret_cast<uint16_t*>(p) = float2_to_e4m3x2(v); }
 
 template <class KV>
 __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
@@ -537,10 +538,9 @@ bool launch_attention_inputs(const ops::AttentionInputsParams& p, cudaStream_t s
     const int64_t rows = p.n_tokens * (p.n_heads + (p.store ? 2 * p.n_kv_heads : 0));
     if (rows <= 0) return true;
     HF2Q_ASSERT(rows <= 2147483647);
-    if (p.kv_type == ops::KvType::f16)
-        launch(attention_inputs_kernel<half>, static_cast<unsigned>(rows), static_cast<unsigned>(D / 4), 0, s, p);
-    else
-        launch(attention_inputs_kernel<float>, static_cast<unsigned>(rows), static_cast<unsigned>(D / 4), 0, s, p);
+    dispatch_kv(p.kv_type, [&]<class KV>() {
+        launch(attention_inputs_kernel<KV>, static_cast<unsigned>(rows), static_cast<unsigned>(D / 4), 0, s, p);
+    });
     HF2Q_CUDA_LAUNCH_CHECK();
     return true;
 }

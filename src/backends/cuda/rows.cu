@@ -75,10 +75,8 @@ void launch_scatter_add(const ops::ScatterAddParams& p, cudaStream_t s) {
 
 void launch_kv_store(const ops::KvStoreParams& p, cudaStream_t s) {
     if (p.n_tokens * p.row <= 0) return;
-    if (p.kv_type == ops::KvType::f16)
-        launch(kv_store_kernel<half>, grid_1d(p.n_tokens * p.row, 256), 256, 0, s, p);
-    else
-        launch(kv_store_kernel<float>, grid_1d(p.n_tokens * p.row, 256), 256, 0, s, p);
+    dispatch_kv(p.kv_type,
+                [&]<class KV>() { launch(kv_store_kernel<KV>, grid_1d(p.n_tokens * p.row, 256), 256, 0, s, p); });
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
