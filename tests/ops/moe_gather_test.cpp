@@ -351,43 +351,55 @@ TEST(Gather, KvStoreAndCopyBlocks) {
             ASSERT_EQ(copied[size_t(dst[i] * bs * row + j)], k_pool[size_t(src[i] * bs * row + j)]);
 }
 
+// kv_store of two tokens (positions 3 and 0 of the table {2, 0}; blocks of 2 slots,
+// rows of 8 values) by three threads into zeroed pools of element type E (KvType t):
+// every stored element must be round(value). Returns the K and V pools.
+constexpr int64_t kStoreRow = 8, kStoreBs = 2, kStoreBlocks = 3;
+constexpr int64_t kStoreSlots[] = {0 * kStoreBs + 1, 2 * kStoreBs + 0};  // of tokens 0 and 1
+template <class E, class Round>
+std::pair<std::vector<E>, std::vector<E>> store_two_tokens(ops::KvType t, const std::vector<float>& k,
+                                                           const std::vector<float>& v, Round round) {
+    const std::vector<int32_t> table = {2, 0};
+    const int32_t* tables[] = {table.data(), table.data()};
+    const std::vector<int32_t> pos = {3, 0};
+    std::vector<E> k_pool(size_t(kStoreBlocks * kStoreBs * kStoreRow), E{0}), v_pool = k_pool;
+    ops::KvStoreParams p;
+    p.k = k.data();
+    p.v = v.data();
+    p.k_pool = k_pool.data();
+    p.v_pool = v_pool.data();
+    p.kv_type = t;
+    p.row = kStoreRow;
+    p.block_size = kStoreBs;
+    p.pos = pos.data();
+    p.tables = tables;
+    p.n_tokens = 2;
+    backends().three->kv_store(p);
+    for (int t2 = 0; t2 < 2; ++t2)
+        for (int64_t i = 0; i < kStoreRow; ++i) {
+            EXPECT_EQ(k_pool[size_t(kStoreSlots[t2] * kStoreRow + i)], round(k[size_t(t2 * kStoreRow + i)]));
+            EXPECT_EQ(v_pool[size_t(kStoreSlots[t2] * kStoreRow + i)], round(v[size_t(t2 * kStoreRow + i)]));
+        }
+    return {std::move(k_pool), std::move(v_pool)};
+}
+
 // An f16 cache: each value rounded to nearest even (quant::fp32_to_fp16, ggml's
 // rounding), including values that overflow the half range (to inf) and underflow
 // it (to subnormals and zero); block copies move the 2-byte values unchanged.
 TEST(Gather, KvStoreF16RoundsEachValue) {
-    const int64_t row = 8, bs = 2, n_blocks = 3;
-    const std::vector<int32_t> table = {2, 0};
-    const int32_t* tables[] = {table.data(), table.data()};
-    const std::vector<int32_t> pos = {3, 0};
+    const int64_t row = kStoreRow, bs = kStoreBs;
     std::vector<float> k = randn(size_t(2 * row), 5), v = randn(size_t(2 * row), 6);
     k[1] = 70000.0f;   // above the largest half: inf
     k[2] = 1e-6f;      // a subnormal half
     k[3] = -1e-9f;     // rounds to -0
     v[4] = 65519.0f;   // rounds down to the largest half, 65504
     v[5] = 1.00048828125f;  // 1 + 2^-11, halfway between 1 and the next half: to even (1.0)
-    std::vector<uint16_t> k_pool(size_t(n_blocks * bs * row), 0), v_pool = k_pool;
-    ops::KvStoreParams p;
-    p.k = k.data();
-    p.v = v.data();
-    p.k_pool = k_pool.data();
-    p.v_pool = v_pool.data();
-    p.kv_type = ops::KvType::f16;
-    p.row = row;
-    p.block_size = bs;
-    p.pos = pos.data();
-    p.tables = tables;
-    p.n_tokens = 2;
-    backends().three->kv_store(p);
-    const int64_t slots[] = {0 * bs + 1, 2 * bs + 0};
-    for (int t = 0; t < 2; ++t)
-        for (int64_t i = 0; i < row; ++i) {
-            ASSERT_EQ(k_pool[size_t(slots[t] * row + i)], quant::fp32_to_fp16(k[size_t(t * row + i)]));
-            ASSERT_EQ(v_pool[size_t(slots[t] * row + i)], quant::fp32_to_fp16(v[size_t(t * row + i)]));
-        }
-    EXPECT_EQ(k_pool[size_t(slots[0] * row + 1)], 0x7C00u);
-    EXPECT_EQ(k_pool[size_t(slots[0] * row + 3)], 0x8000u);
-    EXPECT_EQ(v_pool[size_t(slots[0] * row + 4)], 0x7BFFu);
-    EXPECT_EQ(v_pool[size_t(slots[0] * row + 5)], 0x3C00u);
+    auto [k_pool, v_pool] = store_two_tokens<uint16_t>(ops::KvType::f16, k, v, quant::fp32_to_fp16);
+    const int64_t s0 = kStoreSlots[0];
+    EXPECT_EQ(k_pool[size_t(s0 * row + 1)], 0x7C00u);
+    EXPECT_EQ(k_pool[size_t(s0 * row + 3)], 0x8000u);
+    EXPECT_EQ(v_pool[size_t(s0 * row + 4)], 0x7BFFu);
+    EXPECT_EQ(v_pool[size_t(s0 * row + 5)], 0x3C00u);
 
     ops::CopyBlocksParams c;
     c.pool = k_pool.data();
@@ -401,40 +413,20 @@ TEST(Gather, KvStoreF16RoundsEachValue) {
 }
 
 // An e4m3 cache: each value rounded to nearest even and saturated to ±448
-// (quant::fp32_to_e4m3); block copies move the bytes unchanged.
+// (quant::fp32_to_e4m3).
 TEST(Gather, KvStoreE4m3RoundsEachValue) {
-    const int64_t row = 8, bs = 2, n_blocks = 3;
-    const std::vector<int32_t> table = {2, 0};
-    const int32_t* tables[] = {table.data(), table.data()};
-    const std::vector<int32_t> pos = {3, 0};
+    const int64_t row = kStoreRow;
     std::vector<float> k = randn(size_t(2 * row), 7), v = randn(size_t(2 * row), 8);
     k[1] = 1000.0f;   // above 448: saturates
     k[2] = 0.0025f;   // a subnormal (steps of 2^-9)
     k[3] = -1e-9f;    // rounds to -0
     v[5] = 1.0625f;   // halfway between 1 and 1.125: to even (1.0)
-    std::vector<uint8_t> k_pool(size_t(n_blocks * bs * row), 0), v_pool = k_pool;
-    ops::KvStoreParams p;
-    p.k = k.data();
-    p.v = v.data();
-    p.k_pool = k_pool.data();
-    p.v_pool = v_pool.data();
-    p.kv_type = ops::KvType::e4m3;
-    p.row = row;
-    p.block_size = bs;
-    p.pos = pos.data();
-    p.tables = tables;
-    p.n_tokens = 2;
-    backends().three->kv_store(p);
-    const int64_t slots[] = {0 * bs + 1, 2 * bs + 0};
-    for (int t = 0; t < 2; ++t)
-        for (int64_t i = 0; i < row; ++i) {
-            ASSERT_EQ(k_pool[size_t(slots[t] * row + i)], quant::fp32_to_e4m3(k[size_t(t * row + i)]));
-            ASSERT_EQ(v_pool[size_t(slots[t] * row + i)], quant::fp32_to_e4m3(v[size_t(t * row + i)]));
-        }
-    EXPECT_EQ(k_pool[size_t(slots[0] * row + 1)], 0x7Eu);
-    EXPECT_EQ(k_pool[size_t(slots[0] * row + 2)], 0x01u);
-    EXPECT_EQ(k_pool[size_t(slots[0] * row + 3)], 0x80u);
-    EXPECT_EQ(v_pool[size_t(slots[0] * row + 5)], 0x38u);
+    auto [k_pool, v_pool] = store_two_tokens<uint8_t>(ops::KvType::e4m3, k, v, quant::fp32_to_e4m3);
+    const int64_t s0 = kStoreSlots[0];
+    EXPECT_EQ(k_pool[size_t(s0 * row + 1)], 0x7Eu);
+    EXPECT_EQ(k_pool[size_t(s0 * row + 2)], 0x01u);
+    EXPECT_EQ(k_pool[size_t(s0 * row + 3)], 0x80u);
+    EXPECT_EQ(v_pool[size_t(s0 * row + 5)], 0x38u);
 }
 
 TEST(ZeroSized, CallsWithNothingToDoTouchNothing) {
