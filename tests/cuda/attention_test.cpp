@@ -257,24 +257,19 @@ class CudaAttention : public ::testing::Test {
                                         dev(s.pos),    dev(dtabs),    dev(s.table_len),
                                         c.window,      1.0f,          s.n_blocks};
         b.host.max_keys = b.device.max_keys = c.max_keys;
-        if (kv == ops::KvType::f16) {  // both backends read the same rounded pools (NaN stays NaN)
-            for (float x : s.k_pool) b.k16.push_back(quant::fp32_to_fp16(x));
-            for (float x : s.v_pool) b.v16.push_back(quant::fp32_to_fp16(x));
-            b.host.k_pool = b.k16.data();
-            b.host.v_pool = b.v16.data();
-            b.device.k_pool = dev(b.k16);
-            b.device.v_pool = dev(b.v16);
+        // f16 and e4m3: both backends read the same rounded pools (out of range: inf or
+        // ±448; NaN stays NaN).
+        auto use_rounded = [&](auto& kq, auto& vq, auto round) {
+            for (float x : s.k_pool) kq.push_back(round(x));
+            for (float x : s.v_pool) vq.push_back(round(x));
+            b.host.k_pool = kq.data();
+            b.host.v_pool = vq.data();
+            b.device.k_pool = dev(kq);
+            b.device.v_pool = dev(vq);
             b.host.kv_type = b.device.kv_type = kv;
-        }
-        if (kv == ops::KvType::e4m3) {  // the same, in E4M3 (out of range: ±448; NaN stays NaN)
-            for (float x : s.k_pool) b.k8.push_back(quant::fp32_to_e4m3(x));
-            for (float x : s.v_pool) b.v8.push_back(quant::fp32_to_e4m3(x));
-            b.host.k_pool = b.k8.data();
-            b.host.v_pool = b.v8.data();
-            b.device.k_pool = dev(b.k8);
-            b.device.v_pool = dev(b.v8);
-            b.host.kv_type = b.device.kv_type = kv;
-        }
+        };
+        if (kv == ops::KvType::f16) use_rounded(b.k16, b.v16, quant::fp32_to_fp16);
+        if (kv == ops::KvType::e4m3) use_rounded(b.k8, b.v8, quant::fp32_to_e4m3);
         return b;
     }
 

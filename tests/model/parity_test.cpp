@@ -154,6 +154,21 @@ TEST_P(Parity, CudaTensorCoresStayClose) {
                 GetParam().c_str(), worst, worst_batch);
 }
 
+namespace {
+
+// Relative L2 error of each prompt's logits against transformers' with this KV cache
+// type (CPU).
+std::vector<double> cache_errors(const Fixture& fx, KvCacheType kv) {
+    std::vector<double> errs;
+    for (const Prompt& p : fx.prompts) {
+        auto got = run_alone(*fx.model, p.ids, 512, BackendKind::cpu, DevicePrecision::tensor_cores, kv);
+        errs.push_back(rel_l2(got.data(), p.logits.data(), got.size()));
+    }
+    return errs;
+}
+
+}  // namespace
+
 // An f16 KV cache (the default) rounds every stored K and V value once (relative
 // error ≤ 2^-11). A one-token prompt sees only that rounding of its own V row;
 // longer prompts compound it through the layers, and these random tiny models
@@ -161,16 +176,14 @@ TEST_P(Parity, CudaTensorCoresStayClose) {
 // 6.4e-2 MoE, whose routing near-ties flip), so the bound is 0.15 of transformers.
 TEST_P(Parity, F16CacheStaysClose) {
     const Fixture& fx = *fixture(GetParam());
-    double worst = 0;
-    for (size_t i = 0; i < fx.prompts.size(); ++i) {
-        const Prompt& p = fx.prompts[i];
-        auto got = run_alone(*fx.model, p.ids, 512, BackendKind::cpu, DevicePrecision::tensor_cores, KvCacheType::f16);
-        const double err = rel_l2(got.data(), p.logits.data(), got.size());
-        worst = std::max(worst, err);
-        EXPECT_LT(err, p.ids.size() == 1 ? 2e-3 : 0.15) << "prompt " << i << " (" << p.ids.size() << " tokens)";
-        EXPECT_GT(err, 0.0) << "prompt " << i << ": an f16 cache that rounds nothing";
+    const auto errs = cache_errors(fx, KvCacheType::f16);
+    for (size_t i = 0; i < errs.size(); ++i) {
+        const size_t n = fx.prompts[i].ids.size();
+        EXPECT_LT(errs[i], n == 1 ? 2e-3 : 0.15) << "prompt " << i << " (" << n << " tokens)";
+        EXPECT_GT(errs[i], 0.0) << "prompt " << i << ": an f16 cache that rounds nothing";
     }
-    std::printf("[ parity ] %s with an f16 KV cache: largest relative L2 error %.3g\n", GetParam().c_str(), worst);
+    std::printf("[ parity ] %s with an f16 KV cache: largest relative L2 error %.3g\n", GetParam().c_str(),
+                *std::max_element(errs.begin(), errs.end()));
 }
 
 // An FP8 E4M3 cache (--cache-type fp8, no scale, as vLLM's fp8 cache) rounds every
@@ -183,17 +196,14 @@ TEST_P(Parity, F16CacheStaysClose) {
 // every error must exceed the f16 cache's, or the cache did not round.
 TEST_P(Parity, E4m3CacheStaysClose) {
     const Fixture& fx = *fixture(GetParam());
-    double worst = 0;
-    for (size_t i = 0; i < fx.prompts.size(); ++i) {
-        const Prompt& p = fx.prompts[i];
-        auto e4 = run_alone(*fx.model, p.ids, 512, BackendKind::cpu, DevicePrecision::tensor_cores, KvCacheType::e4m3);
-        auto f16 = run_alone(*fx.model, p.ids, 512, BackendKind::cpu, DevicePrecision::tensor_cores, KvCacheType::f16);
-        const double err = rel_l2(e4.data(), p.logits.data(), e4.size());
-        worst = std::max(worst, err);
-        EXPECT_LT(err, p.ids.size() == 1 ? 0.3 : 0.7) << "prompt " << i << " (" << p.ids.size() << " tokens)";
-        EXPECT_GT(err, rel_l2(f16.data(), p.logits.data(), f16.size())) << "prompt " << i << ": e4m3 as close as f16";
+    const auto errs = cache_errors(fx, KvCacheType::e4m3), f16 = cache_errors(fx, KvCacheType::f16);
+    for (size_t i = 0; i < errs.size(); ++i) {
+        const size_t n = fx.prompts[i].ids.size();
+        EXPECT_LT(errs[i], n == 1 ? 0.3 : 0.7) << "prompt " << i << " (" << n << " tokens)";
+        EXPECT_GT(errs[i], f16[i]) << "prompt " << i << ": e4m3 as close as f16";
     }
-    std::printf("[ parity ] %s with an e4m3 KV cache: largest relative L2 error %.3g\n", GetParam().c_str(), worst);
+    std::printf("[ parity ] %s with an e4m3 KV cache: largest relative L2 error %.3g\n", GetParam().c_str(),
+                *std::max_element(errs.begin(), errs.end()));
 }
 
 // The CUDA backend in f32 arithmetic with an f16 cache against the CPU with the same
