@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -202,6 +203,27 @@ TEST(Attention, OutMayAliasQ) {
     EXPECT_TRUE(bitwise_equal(in_place, out));
 }
 
+// The scenario's attention (run_both) over u's pools stored as codes of type C
+// (round, then read back by `back`): u's pools become the rounded f32 values, and the
+// result is {attention over those f32 pools, attention over the coded pools of type kv}.
+template <class C, class Round, class Back>
+std::pair<std::vector<float>, std::vector<float>> rounded_pool_runs(const Scenario& s, KvSetup& u, ops::KvType kv,
+                                                                    Round round, Back back) {
+    std::vector<C> kc, vc;
+    for (float& x : u.k_pool) x = back(kc.emplace_back(round(x)));
+    for (float& x : u.v_pool) x = back(vc.emplace_back(round(x)));
+    auto rounded = run_both(std::vector<float>(u.q.size(), 0.0f),
+                            [&](ops::Backend& be, float* out) { be.attention(u.params(s, out)); });
+    auto coded = run_both(std::vector<float>(u.q.size(), 0.0f), [&](ops::Backend& be, float* out) {
+        ops::AttentionParams p = u.params(s, out);
+        p.k_pool = kc.data();
+        p.v_pool = vc.data();
+        p.kv_type = kv;
+        be.attention(p);
+    });
+    return {std::move(rounded), std::move(coded)};
+}
+
 // An f16 cache computes exactly as an f32 cache holding the rounded values (the
 // conversion back is exact and the arithmetic the same): bit for bit, on one and
 // three threads (run_both), and against the double reference of the rounded pools.
@@ -209,18 +231,8 @@ TEST(Attention, F16CacheIsTheRoundedF32Cache) {
     for (int32_t window : {0, 9}) {
         const Scenario s{8, 2, 256, 16, window, {{45, 6}, {3, 1}, {30, 30}}};
         KvSetup u = build(s, 21);
-        std::vector<uint16_t> k16, v16;
-        for (float& x : u.k_pool) x = quant::fp16_to_fp32(k16.emplace_back(quant::fp32_to_fp16(x)));
-        for (float& x : u.v_pool) x = quant::fp16_to_fp32(v16.emplace_back(quant::fp32_to_fp16(x)));
-        const auto rounded = run_both(std::vector<float>(u.q.size(), 0.0f),
-                                      [&](ops::Backend& be, float* out) { be.attention(u.params(s, out)); });
-        const auto f16 = run_both(std::vector<float>(u.q.size(), 0.0f), [&](ops::Backend& be, float* out) {
-            ops::AttentionParams p = u.params(s, out);
-            p.k_pool = k16.data();
-            p.v_pool = v16.data();
-            p.kv_type = ops::KvType::f16;
-            be.attention(p);
-        });
+        const auto [rounded, f16] =
+            rounded_pool_runs<uint16_t>(s, u, ops::KvType::f16, quant::fp32_to_fp16, quant::fp16_to_fp32);
         EXPECT_TRUE(bitwise_equal(f16, rounded)) << "window " << window;
         EXPECT_LT(rel_err_rows(f16, reference(s, u), size_t(s.head_dim)), 1e-5) << "window " << window;
     }
@@ -235,18 +247,8 @@ TEST(Attention, E4m3CacheIsTheRoundedF32Cache) {
         const Scenario s{8, 2, 256, 16, window, {{45, 6}, {3, 1}, {30, 30}}};
         KvSetup u = build(s, 22);
         const KvSetup exact = u;
-        std::vector<uint8_t> k8, v8;
-        for (float& x : u.k_pool) x = quant::e4m3_to_fp32(k8.emplace_back(quant::fp32_to_e4m3(x)));
-        for (float& x : u.v_pool) x = quant::e4m3_to_fp32(v8.emplace_back(quant::fp32_to_e4m3(x)));
-        const auto rounded = run_both(std::vector<float>(u.q.size(), 0.0f),
-                                      [&](ops::Backend& be, float* out) { be.attention(u.params(s, out)); });
-        const auto e4m3 = run_both(std::vector<float>(u.q.size(), 0.0f), [&](ops::Backend& be, float* out) {
-            ops::AttentionParams p = u.params(s, out);
-            p.k_pool = k8.data();
-            p.v_pool = v8.data();
-            p.kv_type = ops::KvType::e4m3;
-            be.attention(p);
-        });
+        const auto [rounded, e4m3] =
+            rounded_pool_runs<uint8_t>(s, u, ops::KvType::e4m3, quant::fp32_to_e4m3, quant::e4m3_to_fp32);
         EXPECT_TRUE(bitwise_equal(e4m3, rounded)) << "window " << window;
         EXPECT_LT(rel_err_rows(e4m3, reference(s, u), size_t(s.head_dim)), 1e-5) << "window " << window;
         const double err = rel_err_rows(e4m3, reference(s, exact), size_t(s.head_dim));
