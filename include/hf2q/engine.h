@@ -98,10 +98,13 @@ enum class DevicePrecision { tensor_cores, f32 };
 // Element type of the KV cache: f16 (llama.cpp's default: half the memory, so twice
 // the tokens fit, and half the bytes each decode step reads), f32 (the values as
 // computed) or e4m3 (FP8 E4M3 without a scale, as vLLM's fp8 cache: half of f16 again,
-// at 3 mantissa bits; values from ±448 up saturate). K and V are rounded once, when
-// stored; attention reads them back exactly and computes in f32 on every backend, so
-// CPU and GPU still agree.
-enum class KvCacheType { f16, f32, e4m3 };
+// at 3 mantissa bits; values from ±448 up saturate) or int8 (the bytes of e4m3 plus
+// 4 per row of head_dim values: 8-bit codes with a scale per (position, KV head) row,
+// as llama.cpp's q8_0 cache with one scale per row; its rounding is at most 1/254 of
+// the row's largest value, an order of magnitude finer than e4m3's). K and V are
+// rounded once, when stored; attention reads them back exactly and computes in f32 on
+// every backend, so CPU and GPU still agree.
+enum class KvCacheType { f16, f32, e4m3, int8 };
 
 struct ContextOptions {
     BackendKind backend = BackendKind::cpu;  // where this context computes

@@ -9,6 +9,14 @@
 //   stored (round to nearest even; e4m3 saturates to ±448, as the hardware's
 //   satfinite conversion; the same on every backend); attention reads them back
 //   exactly and computes in f32 as for an f32 cache holding the rounded values.
+//   Or int8 with a scale per row (i8: the bytes of e4m3, llama.cpp's q8_0 kind of
+//   cache with one scale per (position, KV head) row instead of per 32 values): a
+//   row x of head_dim values is stored as codes c = rint(x / d), |c| ≤ 127, with
+//   d = max|x| / 127 (quant::quantize_row_i8) in k_scale / v_scale, indexed like
+//   the rows: [n_blocks][block_size][n_kv_heads]. Its rounding is at most d / 2,
+//   1/254 of the row's largest value. Attention computes as for an f32 cache holding
+//   c · d, except that d is applied to the score (K) and to the softmax weight (V)
+//   rather than to each value, so results match that cache to rounding, not bits.
 // A sequence's block table maps logical block b (positions b·block_size ...) to a
 // physical block id, or −1 when the block was released (sliding layers).
 //
@@ -24,9 +32,18 @@
 
 namespace hf2q::ops {
 
-enum class KvType : uint8_t { f32, f16, e4m3 };
+enum class KvType : uint8_t { f32, f16, e4m3, i8 };
 
-constexpr int64_t kv_type_bytes(KvType t) { return t == KvType::f16 ? 2 : t == KvType::e4m3 ? 1 : 4; }
+// Bytes of one pool element.
+constexpr int64_t kv_type_bytes(KvType t) {
+    return t == KvType::f16 ? 2 : (t == KvType::e4m3 || t == KvType::i8) ? 1 : 4;
+}
+// Whether pools of type t come with a scale per row (k_scale, v_scale).
+constexpr bool kv_type_scaled(KvType t) { return t == KvType::i8; }
+// Bytes of one cached (position, KV head) row of head_dim values, scale included.
+constexpr int64_t kv_row_bytes(KvType t, int64_t head_dim) {
+    return head_dim * kv_type_bytes(t) + (kv_type_scaled(t) ? 4 : 0);
+}
 
 struct AttentionParams {
     const float* q = nullptr;     // [n_tokens][n_heads][head_dim]
@@ -52,6 +69,9 @@ struct AttentionParams {
     // Optional, in batches the prepared contract allows: out's rows (n_tokens rows of
     // n_heads·head_dim values) also in the backend's prepared form (ops/prepared.h).
     void* out_prep = nullptr;
+    // i8 pools: the scale of each row (layout above); nullptr for the other types.
+    const float* k_scale = nullptr;
+    const float* v_scale = nullptr;
 };
 
 }  // namespace hf2q::ops

@@ -210,6 +210,9 @@ public:
         s.pos = p.pos;
         s.tables = p.tables;
         s.n_tokens = p.n_tokens;
+        s.head_dim = p.head_dim;
+        s.k_scale = p.k_scale;
+        s.v_scale = p.v_scale;
         kv_store(s);
     }
     virtual void matmul(const MatmulParams& p) = 0;

@@ -52,6 +52,8 @@ struct AttentionInputsParams {
     KvType kv_type = KvType::f32;
     int64_t block_size = 0;
     const int32_t* const* tables = nullptr;  // [n_tokens]
+    float* k_scale = nullptr;  // i8 pools: the row scales (ops/attention.h)
+    float* v_scale = nullptr;
 };
 
 inline void check_attention_inputs(const AttentionInputsParams& p) {
@@ -60,6 +62,7 @@ inline void check_attention_inputs(const AttentionInputsParams& p) {
     if (!p.store) return;
     HF2Q_ASSERT(p.k != nullptr && p.v != nullptr && p.n_kv_heads > 0 && p.k_pool != nullptr && p.v_pool != nullptr);
     HF2Q_ASSERT(p.block_size > 0 && p.tables != nullptr);
+    HF2Q_ASSERT(!kv_type_scaled(p.kv_type) || (p.k_scale != nullptr && p.v_scale != nullptr));
 }
 
 }  // namespace hf2q::ops

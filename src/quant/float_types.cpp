@@ -1,7 +1,9 @@
 // F32, F16 and BF16 rows, and the scalar FP16/BF16 conversions with ggml's rounding:
 // FP32->FP16 round-to-nearest-even with subnormals, overflow to inf, NaN -> 0x7E00 (sign
 // kept); FP32->BF16 round-to-nearest-even on the dropped 16 bits, NaN forced quiet.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "quant/quant_impl.h"
@@ -70,6 +72,19 @@ float e4m3_to_fp32(uint8_t c) {
     else
         v = float_of(((e + 120u) << 23) | (m << 20));
     return (c & 0x80u) ? -v : v;
+}
+
+float quantize_row_i8(const float* x, int8_t* c, int64_t n) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float q = std::nearbyint(x[i] * id);  // the default rounding: to nearest even
+        // NaN -> 0, as CUDA's float-to-int conversion.
+        c[i] = static_cast<int8_t>(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q == q ? q : 0.0f);
+    }
+    return d;
 }
 
 float fp16_to_fp32(uint16_t h) {

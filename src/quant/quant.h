@@ -44,6 +44,11 @@ uint16_t fp32_to_bf16(float f);
 // 0x7F with its sign; decoding is exact (0x7F / 0xFF decode to NaN).
 uint8_t fp32_to_e4m3(float f);
 float e4m3_to_fp32(uint8_t c);
+// One row of the KV cache's i8 pools (ops/attention.h): d = max|x| / 127 (f32
+// division), codes c[i] = rint(x[i] · (1 / d)) (round to nearest even, clamped to
+// ±127, NaN to 0; all zeros when d is 0), so that c[i] · d is within d / 2 of x[i]. Returns d.
+// The CUDA stores compute the same d and codes bit for bit.
+float quantize_row_i8(const float* x, int8_t* c, int64_t n);
 inline float bf16_to_fp32(uint16_t h) {
     uint32_t u = static_cast<uint32_t>(h) << 16;
     float f;

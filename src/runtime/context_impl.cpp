@@ -86,14 +86,15 @@ void ContextImpl::allocate_kv() {
     pool_row_.resize(sz(c.n_layer));
     kv_type_ = opts.kv_type == KvCacheType::f32    ? ops::KvType::f32
                : opts.kv_type == KvCacheType::e4m3 ? ops::KvType::e4m3
+               : opts.kv_type == KvCacheType::int8 ? ops::KvType::i8
                                                    : ops::KvType::f16;
-    const auto elem = static_cast<uint64_t>(ops::kv_type_bytes(kv_type_));
     uint64_t full_block_bytes = 0, swa_block_bytes = 0;  // K and V of every cache-owning layer
     for (int64_t il = 0; il < c.n_layer; ++il) {
         pool_row_[sz(il)] = c.kv_heads(il) * c.head_dim(il);
         if (!c.has_kv(il)) continue;
         (c.is_sliding(il) ? swa_block_bytes : full_block_bytes) +=
-            2 * static_cast<uint64_t>(B * pool_row_[sz(il)]) * elem;
+            2 * static_cast<uint64_t>(B * c.kv_heads(il)) *
+            static_cast<uint64_t>(ops::kv_row_bytes(kv_type_, c.head_dim(il)));
     }
     int64_t full_blocks = every_full;
     if (opts.kv_tokens > 0) {
@@ -130,11 +131,15 @@ void ContextImpl::allocate_kv() {
         if (!n || *n > (1ull << 40)) fail("KV cache for layer ", il, " is too large; lower --ctx-size or --parallel");
         auto alloc = [&]() -> void* {
             if (kv_type_ == ops::KvType::f16) return backend_->alloc_array<uint16_t>(*n);
-            if (kv_type_ == ops::KvType::e4m3) return backend_->alloc_array<uint8_t>(*n);
+            if (ops::kv_type_bytes(kv_type_) == 1) return backend_->alloc_array<uint8_t>(*n);
             return backend_->alloc_array<float>(*n);
         };
         pools_[sz(il)].k = alloc();
         pools_[sz(il)].v = alloc();
+        if (ops::kv_type_scaled(kv_type_)) {  // a scale per (slot, KV head) row
+            pools_[sz(il)].k_scale = backend_->alloc_array<float>(*n / static_cast<uint64_t>(c.head_dim(il)));
+            pools_[sz(il)].v_scale = backend_->alloc_array<float>(*n / static_cast<uint64_t>(c.head_dim(il)));
+        }
         pools_[sz(il)].type = kv_type_;
         pools_[sz(il)].n_blocks = blocks;
     }
@@ -191,6 +196,13 @@ void ContextImpl::apply_copies(const std::vector<kv::BlockCopy>& copies) {
             backend_->copy_blocks(p);
             p.pool = pools_[sz(il)].v;
             backend_->copy_blocks(p);
+            if (pools_[sz(il)].k_scale != nullptr) {  // and the blocks' row scales
+                p.block_bytes = opts_.kv_block_size * c.kv_heads(il) * static_cast<int64_t>(sizeof(float));
+                p.pool = pools_[sz(il)].k_scale;
+                backend_->copy_blocks(p);
+                p.pool = pools_[sz(il)].v_scale;
+                backend_->copy_blocks(p);
+            }
         }
     }
 }

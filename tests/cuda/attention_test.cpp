@@ -223,6 +223,8 @@ class CudaAttention : public ::testing::Test {
         float* dout = nullptr;
         std::vector<uint16_t> k16, v16;  // the host pools as f16 (kv == f16)
         std::vector<uint8_t> k8, v8;     // the host pools as E4M3 codes (kv == e4m3)
+        std::vector<int8_t> ki, vi;      // the host pools as i8 codes (kv == i8)
+        std::vector<float> ks, vs;       // and their row scales
     };
     Bound bind(const Case& c, const KvSetup& s, std::vector<float>& ref_out) {
         Bound b;
@@ -270,6 +272,26 @@ class CudaAttention : public ::testing::Test {
         };
         if (kv == ops::KvType::f16) use_rounded(b.k16, b.v16, quant::fp32_to_fp16);
         if (kv == ops::KvType::e4m3) use_rounded(b.k8, b.v8, quant::fp32_to_e4m3);
+        if (kv == ops::KvType::i8) {  // codes and a scale per (slot, KV head) row
+            const size_t hd = static_cast<size_t>(c.head_dim);
+            auto code = [&](const std::vector<float>& x, std::vector<int8_t>& q, std::vector<float>& sc) {
+                q.resize(x.size());
+                sc.resize(x.size() / hd);
+                for (size_t r = 0; r < sc.size(); ++r)
+                    sc[r] = quant::quantize_row_i8(x.data() + r * hd, q.data() + r * hd, c.head_dim);
+            };
+            code(s.k_pool, b.ki, b.ks);
+            code(s.v_pool, b.vi, b.vs);
+            b.host.k_pool = b.ki.data();
+            b.host.v_pool = b.vi.data();
+            b.host.k_scale = b.ks.data();
+            b.host.v_scale = b.vs.data();
+            b.device.k_pool = dev(b.ki);
+            b.device.v_pool = dev(b.vi);
+            b.device.k_scale = dev(b.ks);
+            b.device.v_scale = dev(b.vs);
+            b.host.kv_type = b.device.kv_type = kv;
+        }
         return b;
     }
 
@@ -334,7 +356,7 @@ class CudaAttention : public ::testing::Test {
     ops::KvType kv = ops::KvType::f32;  // element type of the pools bind() hands out
 };
 
-// The grids below run with each KV cache type: f16 and e4m3 pools hold the f32
+// The grids below run with each KV cache type: f16, e4m3 and i8 pools hold the f32
 // values rounded once, and the CPU reference reads the same pools.
 class CudaAttentionKv : public CudaAttention, public ::testing::WithParamInterface<ops::KvType> {
   protected:
@@ -347,10 +369,11 @@ class CudaAttentionKv : public CudaAttention, public ::testing::WithParamInterfa
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(Cache, CudaAttentionKv,
-                         ::testing::Values(ops::KvType::f32, ops::KvType::f16, ops::KvType::e4m3),
+                         ::testing::Values(ops::KvType::f32, ops::KvType::f16, ops::KvType::e4m3, ops::KvType::i8),
                          [](const ::testing::TestParamInfo<ops::KvType>& i) {
                              return std::string(i.param == ops::KvType::f16    ? "f16"
                                                 : i.param == ops::KvType::e4m3 ? "e4m3"
+                                                : i.param == ops::KvType::i8   ? "i8"
                                                                                : "f32");
                          });
 

@@ -301,10 +301,70 @@ TEST_F(CudaOps, KvStoreE4m3MatchesCpuRounding) {
         ASSERT_EQ(got[i], quant::fp32_to_e4m3(x[i])) << "value " << x[i] << " (index " << i << ")";
 }
 
+// The device's i8 stores (kv_store) give the CPU reference's codes and scales
+// (quant::quantize_row_i8) bit for bit: rows of two heads with random magnitudes
+// over a wide range, rows holding ties (x / d halfway between codes), zero heads and
+// heads whose largest value is negative.
+TEST_F(CudaOps, KvStoreI8MatchesCpuRounding) {
+    const int64_t hd = 256, heads = 2, row = hd * heads, n = 40;
+    std::mt19937 gen(6);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_real_distribution<float> expo(-20.0f, 20.0f);
+    std::vector<float> x(static_cast<size_t>(n * row));
+    for (int64_t r = 0; r < n * heads; ++r) {
+        float* h = x.data() + r * hd;
+        const float mag = std::exp2(expo(gen));
+        for (int64_t i = 0; i < hd; ++i) h[i] = nd(gen) * mag;
+        if (r % 5 == 1) {  // d = 1: halves are ties
+            for (int64_t i = 0; i < hd; ++i) h[i] = static_cast<float>(static_cast<int>(i % 200) - 100) + 0.5f;
+            h[0] = -127.0f;
+        }
+        if (r % 7 == 3) std::fill(h, h + hd, 0.0f);
+    }
+    std::vector<int32_t> table(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) table[static_cast<size_t>(t)] = pos[static_cast<size_t>(t)] = static_cast<int32_t>(n - 1 - t);
+    const int32_t* dtable = dev(table);
+    const std::vector<float> y = randn(x.size());
+    ops::KvStoreParams p;
+    p.k = dev(x);
+    p.v = dev(y);
+    int8_t* dk = dev(std::vector<int8_t>(x.size(), 99));
+    int8_t* dv = dev(std::vector<int8_t>(x.size(), 99));
+    float* dks = dev(std::vector<float>(static_cast<size_t>(n * heads), -1.0f));
+    float* dvs = dev(std::vector<float>(static_cast<size_t>(n * heads), -1.0f));
+    p.k_pool = dk;
+    p.v_pool = dv;
+    p.kv_type = ops::KvType::i8;
+    p.row = row;
+    p.block_size = 1;
+    p.pos = dev(pos);
+    p.tables = dev(std::vector<const int32_t*>(static_cast<size_t>(n), dtable));
+    p.n_tokens = n;
+    p.head_dim = hd;
+    p.k_scale = dks;
+    p.v_scale = dvs;
+    gpu->kv_store(p);
+    const auto gk = host(dk, x.size()), gv = host(dv, x.size());
+    const auto gks = host(dks, static_cast<size_t>(n * heads)), gvs = host(dvs, static_cast<size_t>(n * heads));
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < heads; ++h) {
+            const size_t slot = static_cast<size_t>(table[static_cast<size_t>(pos[static_cast<size_t>(t)])]);
+            const size_t r = slot * heads + static_cast<size_t>(h);
+            for (int kv = 0; kv < 2; ++kv) {
+                int8_t want[hd];
+                const float d = quant::quantize_row_i8((kv ? y : x).data() + t * row + h * hd, want, hd);
+                ASSERT_EQ((kv ? gvs : gks)[r], d) << "token " << t << " head " << h << (kv ? " (v)" : " (k)");
+                for (int64_t i = 0; i < hd; ++i)
+                    ASSERT_EQ((kv ? gv : gk)[r * hd + static_cast<size_t>(i)], want[i])
+                        << "token " << t << " head " << h << " value " << i << (kv ? " (v)" : " (k)");
+            }
+        }
+}
+
 // attention_inputs on the device (one kernel for head dims of a multiple of 128,
 // else the op sequence) against the CPU's sequence: q in place, k̂/v̂ in the pools
 // at each token's slot, with and without a cache, V from its own projection or from
-// the raw K (K=V layers), GQA ratios 2 and 8, f32 and f16 pools.
+// the raw K (K=V layers), GQA ratios 2 and 8, f32, f16, e4m3 and i8 pools.
 TEST_F(CudaOps, AttentionInputsMatchCpu) {
     // A pool of n values of type t, every value 7, and its values as floats.
     auto pool_of = [](size_t n, ops::KvType t) {
@@ -315,6 +375,8 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                 std::memcpy(b.data() + 2 * i, &h, 2);
             } else if (t == ops::KvType::e4m3) {
                 b[i] = quant::fp32_to_e4m3(7.0f);
+            } else if (t == ops::KvType::i8) {
+                b[i] = 7;  // with scales of 1
             } else {
                 const float f = 7.0f;
                 std::memcpy(b.data() + 4 * i, &f, 4);
@@ -322,10 +384,13 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
         }
         return b;
     };
-    auto values = [](const std::vector<uint8_t>& b, ops::KvType t) {
+    // i8: code · scale of its row of D values.
+    auto values = [](const std::vector<uint8_t>& b, ops::KvType t, const std::vector<float>& scale, int64_t D) {
         std::vector<float> v(b.size() / static_cast<size_t>(ops::kv_type_bytes(t)));
         for (size_t i = 0; i < v.size(); ++i) {
-            if (t == ops::KvType::f16) {
+            if (t == ops::KvType::i8) {
+                v[i] = static_cast<float>(static_cast<int8_t>(b[i])) * scale[i / static_cast<size_t>(D)];
+            } else if (t == ops::KvType::f16) {
                 uint16_t h;
                 std::memcpy(&h, b.data() + 2 * i, 2);
                 v[i] = quant::fp16_to_fp32(h);
@@ -342,9 +407,13 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
     for (int64_t D : {64, 128, 256, 512}) {
         for (auto [nh, nkv] : {std::pair<int64_t, int64_t>{4, 2}, {8, 1}}) {
             for (int64_t T : {1, 5}) {
-                // 0: q only, 1: store, 2: store with V = K; 3, 4: f16 pools; 5, 6: e4m3 pools
-                for (int mode = 0; mode < 7; ++mode) {
-                    const ops::KvType kt = mode >= 5 ? ops::KvType::e4m3 : mode >= 3 ? ops::KvType::f16 : ops::KvType::f32;
+                // 0: q only, 1: store, 2: store with V = K; 3, 4: f16 pools; 5, 6: e4m3
+                // pools; 7, 8: i8 pools
+                for (int mode = 0; mode < 9; ++mode) {
+                    const ops::KvType kt = mode >= 7   ? ops::KvType::i8
+                                           : mode >= 5 ? ops::KvType::e4m3
+                                           : mode >= 3 ? ops::KvType::f16
+                                                       : ops::KvType::f32;
                     const std::string what = "D=" + std::to_string(D) + " nh=" + std::to_string(nh) +
                                              " T=" + std::to_string(T) + " mode=" + std::to_string(mode);
                     std::vector<int32_t> pos(static_cast<size_t>(T));
@@ -359,6 +428,7 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                     // CPU.
                     std::vector<float> cq = q, ck = k, cv = v;
                     std::vector<uint8_t> ckp = pool_of(pool, kt), cvp = ckp;
+                    std::vector<float> cks(pool / static_cast<size_t>(D), 1.0f), cvs = cks;
                     std::vector<const int32_t*> ctab(static_cast<size_t>(T), table.data());
                     ops::AttentionInputsParams c;
                     c.q = cq.data();
@@ -381,11 +451,14 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                         c.kv_type = kt;
                         c.block_size = bs;
                         c.tables = ctab.data();
+                        c.k_scale = cks.data();
+                        c.v_scale = cvs.data();
                     }
                     cpu->attention_inputs(c);
                     // Device.
                     float* dq = dev(q);
                     uint8_t *dkp = dev(pool_of(pool, kt)), *dvp = dev(pool_of(pool, kt));
+                    float *dks = dev(std::vector<float>(cks.size(), 1.0f)), *dvs = dev(std::vector<float>(cvs.size(), 1.0f));
                     const int32_t* dtable = dev(table);
                     g.q = dq;
                     g.q_w = dev(qw);
@@ -403,14 +476,22 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                         g.kv_type = kt;
                         g.block_size = bs;
                         g.tables = dev(std::vector<const int32_t*>(static_cast<size_t>(T), dtable));
+                        g.k_scale = dks;
+                        g.v_scale = dvs;
                     }
                     gpu->attention_inputs(g);
                     EXPECT_LT(rel_err(host(dq, q.size()), cq), 1e-6) << what << " (q)";
-                    // f16 / e4m3: the values agree to 1e-6 before rounding, so at most a few
-                    // round to neighbouring codes (a step of 2^-3 relative for e4m3).
-                    const double tol = kt == ops::KvType::e4m3 ? 1e-2 : kt == ops::KvType::f16 ? 1e-4 : 1e-6;
-                    EXPECT_LT(rel_err(values(host(dkp, ckp.size()), kt), values(ckp, kt)), tol) << what << " (k pool)";
-                    EXPECT_LT(rel_err(values(host(dvp, cvp.size()), kt), values(cvp, kt)), tol) << what << " (v pool)";
+                    // f16 / e4m3 / i8: the values agree to 1e-6 before rounding, so at most
+                    // a few round to neighbouring codes (a step of 2^-3 relative for e4m3,
+                    // 1/127 of the row's largest value for i8).
+                    const double tol = kt == ops::KvType::e4m3 ? 1e-2 : kt == ops::KvType::i8 ? 2e-3 : kt == ops::KvType::f16 ? 1e-4 : 1e-6;
+                    const auto gks = host(dks, cks.size()), gvs = host(dvs, cvs.size());
+                    EXPECT_LT(rel_err(values(host(dkp, ckp.size()), kt, gks, D), values(ckp, kt, cks, D)), tol) << what << " (k pool)";
+                    EXPECT_LT(rel_err(values(host(dvp, cvp.size()), kt, gvs, D), values(cvp, kt, cvs, D)), tol) << what << " (v pool)";
+                    if (kt == ops::KvType::i8) {
+                        EXPECT_LT(rel_err(gks, cks), 1e-5) << what << " (k scales)";
+                        EXPECT_LT(rel_err(gvs, cvs), 1e-5) << what << " (v scales)";
+                    }
                 }
             }
         }

@@ -30,7 +30,7 @@ void expect_rows_equal(const std::vector<float>& got, const std::vector<float>& 
 // sequences: every sequence's logits equal its single run, with every KV cache type.
 TEST_P(Batching, ManySequencesMatchSingleRuns) {
     const Fixture& fx = *fixture(GetParam());
-    for (KvCacheType kv : {KvCacheType::f32, KvCacheType::f16, KvCacheType::e4m3}) {
+    for (KvCacheType kv : {KvCacheType::f32, KvCacheType::f16, KvCacheType::e4m3, KvCacheType::int8}) {
         ContextOptions o = small_context(4);
         o.kv_type = kv;
         auto ctx = Context::create(*fx.model, o);
@@ -45,6 +45,7 @@ TEST_P(Batching, ManySequencesMatchSingleRuns) {
                                       "prompt " + std::to_string(i) +
                                           (kv == KvCacheType::f16    ? " (f16 cache)"
                                            : kv == KvCacheType::e4m3 ? " (e4m3 cache)"
+                                           : kv == KvCacheType::int8 ? " (int8 cache)"
                                                                      : ""));
         }
     }

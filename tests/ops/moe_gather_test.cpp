@@ -429,6 +429,60 @@ TEST(Gather, KvStoreE4m3RoundsEachValue) {
     EXPECT_EQ(v_pool[size_t(s0 * row + 5)], 0x38u);
 }
 
+// An i8 cache: rows of 8 values as two heads of 4, each head's codes and scale as
+// quant::quantize_row_i8 gives them (a zero head: scale 0, zero codes); block copies
+// of the codes and of the scales move them unchanged.
+TEST(Gather, KvStoreI8StoresCodesAndAScalePerHead) {
+    constexpr int64_t hd = 4, heads = kStoreRow / hd;
+    std::vector<float> k = randn(size_t(2 * kStoreRow), 9), v = randn(size_t(2 * kStoreRow), 10);
+    for (int64_t i = 0; i < hd; ++i) v[size_t(kStoreRow + hd + i)] = 0.0f;  // token 1, head 1
+    const std::vector<int32_t> table = {2, 0};
+    const int32_t* tables[] = {table.data(), table.data()};
+    const std::vector<int32_t> pos = {3, 0};
+    const size_t rows = size_t(kStoreBlocks * kStoreBs * heads);
+    std::vector<int8_t> k_pool(rows * hd, 0), v_pool = k_pool;
+    std::vector<float> k_scale(rows, -1.0f), v_scale = k_scale;
+    ops::KvStoreParams p;
+    p.k = k.data();
+    p.v = v.data();
+    p.k_pool = k_pool.data();
+    p.v_pool = v_pool.data();
+    p.kv_type = ops::KvType::i8;
+    p.row = kStoreRow;
+    p.block_size = kStoreBs;
+    p.pos = pos.data();
+    p.tables = tables;
+    p.n_tokens = 2;
+    p.head_dim = hd;
+    p.k_scale = k_scale.data();
+    p.v_scale = v_scale.data();
+    backends().three->kv_store(p);
+    for (int t = 0; t < 2; ++t)
+        for (int64_t h = 0; h < heads; ++h) {
+            const size_t r = size_t(kStoreSlots[t] * heads + h);
+            for (int kv = 0; kv < 2; ++kv) {
+                const std::vector<float>& x = kv ? v : k;
+                int8_t want[hd];
+                const float d = quant::quantize_row_i8(x.data() + (t * kStoreRow + h * hd), want, hd);
+                EXPECT_EQ((kv ? v_scale : k_scale)[r], d) << t << " " << h;
+                for (int64_t i = 0; i < hd; ++i) EXPECT_EQ((kv ? v_pool : k_pool)[r * hd + size_t(i)], want[i]);
+            }
+        }
+    EXPECT_EQ(v_scale[size_t(kStoreSlots[1] * heads + 1)], 0.0f);
+    EXPECT_EQ(k_scale[0], -1.0f);  // an untouched row
+
+    ops::CopyBlocksParams c;
+    const std::vector<int32_t> src = {2}, dst = {1};
+    c.src = src.data();
+    c.dst = dst.data();
+    c.n = 1;
+    c.pool = k_scale.data();
+    c.block_bytes = kStoreBs * heads * 4;
+    backends().one->copy_blocks(c);
+    for (int64_t j = 0; j < kStoreBs * heads; ++j)
+        ASSERT_EQ(k_scale[size_t(1 * kStoreBs * heads + j)], k_scale[size_t(2 * kStoreBs * heads + j)]);
+}
+
 TEST(ZeroSized, CallsWithNothingToDoTouchNothing) {
     // Every pointer is null: any access would crash under the sanitizers.
     for (ops::Backend* be : {backends().one.get(), backends().three.get()}) {

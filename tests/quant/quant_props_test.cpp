@@ -143,6 +143,56 @@ TEST(E4m3, EveryCodeRoundTripsAndNeighboursSplitAtTheMidpoint) {
     }
 }
 
+// ---- int8 rows with a scale (the KV cache's i8 pools) ----------------------------------------
+
+// A row whose largest magnitude is 127 has d = 1 and id = 1 exactly, so the codes
+// are the values rounded to nearest even.
+TEST(I8Row, ScaleOneRoundsToNearestEven) {
+    const float x[] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 1.49f, -126.6f, 0.0f};
+    int8_t c[8];
+    EXPECT_EQ(quantize_row_i8(x, c, 8), 1.0f);
+    const int8_t want[] = {127, 2, -4, 0, 0, 1, -127, 0};
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(c[i], want[i]) << i;
+}
+
+// On random rows of every scale: d = max|x| / 127, the largest value gets ±127, and
+// every code is a nearest step: |c·d − x| ≤ d / 2 (up to the rounding of d and 1/d).
+TEST(I8Row, CodesAreNearestSteps) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int trial = 0; trial < 200; ++trial) {
+        const int n = 1 + trial % 300;
+        const float mag = std::ldexp(1.0f, trial % 40 - 20);
+        std::vector<float> x(static_cast<size_t>(n));
+        for (float& v : x) v = nd(rng) * mag;
+        std::vector<int8_t> c(x.size());
+        const float d = quantize_row_i8(x.data(), c.data(), n);
+        float amax = 0.0f;
+        size_t at = 0;
+        for (size_t i = 0; i < x.size(); ++i)
+            if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), at = i;
+        EXPECT_EQ(d, amax / 127.0f);
+        EXPECT_EQ(std::abs(int{c[at]}), 127) << trial;
+        for (size_t i = 0; i < x.size(); ++i) {
+            EXPECT_LE(std::abs(int{c[i]}), 127);
+            EXPECT_LE(std::fabs(static_cast<float>(c[i]) * d - x[i]), 0.5f * d * (1.0f + 1e-5f)) << trial << " " << i;
+        }
+    }
+}
+
+// A zero row has d = 0 and zero codes; NaN values get code 0 without changing d.
+TEST(I8Row, ZeroRowsAndNaN) {
+    const float z[4] = {0.0f, -0.0f, 0.0f, 0.0f};
+    int8_t c[4] = {1, 1, 1, 1};
+    EXPECT_EQ(quantize_row_i8(z, c, 4), 0.0f);
+    for (int8_t v : c) EXPECT_EQ(v, 0);
+    const float x[3] = {std::numeric_limits<float>::quiet_NaN(), 127.0f, -1.0f};
+    EXPECT_EQ(quantize_row_i8(x, c, 3), 1.0f);
+    EXPECT_EQ(c[0], 0);
+    EXPECT_EQ(c[1], 127);
+    EXPECT_EQ(c[2], -1);
+}
+
 // Independent check of the rounding: the result is a nearest half, and on a tie the even one.
 TEST(Fp16, RandomFloatsRoundToNearest) {
     std::mt19937 rng(7);

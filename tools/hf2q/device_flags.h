@@ -50,7 +50,7 @@ inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
     p.option("--kv-fraction", "F", "KV cache from this fraction (0, 1] of the GPU memory left after the weights",
              &d.kv_fraction);
     p.option("--cache-type", "T",
-             "KV cache element type for K and V: f16 (default, as llama.cpp's -ctk/-ctv f16), f32 (twice the memory) or fp8 (FP8 E4M3 without a scale, as vLLM's --kv-cache-dtype fp8: half the memory and the bytes decode reads, 3 mantissa bits, so less accurate: see docs/performance.md)",
+             "KV cache element type for K and V: f16 (default, as llama.cpp's -ctk/-ctv f16), f32 (twice the memory), int8 (8-bit codes with a scale per position and KV head, like llama.cpp's q8_0: about half the memory and the bytes decode reads, close to f16's accuracy) or fp8 (FP8 E4M3 without a scale, as vLLM's --kv-cache-dtype fp8: half the memory, 3 mantissa bits, so less accurate: see docs/performance.md)",
              &d.cache_type);
 }
 
@@ -63,8 +63,8 @@ inline void check_device_flags(const DeviceFlags& d) {
     if (d.kv_tokens < 0) fail("--kv-size must not be negative, got ", d.kv_tokens);
     if (!(d.kv_fraction >= 0.0 && d.kv_fraction <= 1.0)) fail("--kv-fraction must be in (0, 1], got ", d.kv_fraction);
     if (d.kv_tokens > 0 && d.kv_fraction > 0) fail("give --kv-size or --kv-fraction, not both");
-    if (d.cache_type != "f16" && d.cache_type != "f32" && d.cache_type != "fp8")
-        fail("--cache-type must be f16, f32 or fp8, got '", d.cache_type, "'");
+    if (d.cache_type != "f16" && d.cache_type != "f32" && d.cache_type != "int8" && d.cache_type != "fp8")
+        fail("--cache-type must be f16, f32, int8 or fp8, got '", d.cache_type, "'");
     if (d.batch_copy != "auto" && d.batch_copy != "on" && d.batch_copy != "off")
         fail("--batch-copy must be auto, on or off, got '", d.batch_copy, "'");
 }
@@ -91,7 +91,10 @@ inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {
     c.concurrent_branches = !d.serial_branches;
     c.kv_tokens = d.kv_tokens;
     c.kv_memory_fraction = d.kv_fraction;
-    c.kv_type = d.cache_type == "f32" ? KvCacheType::f32 : d.cache_type == "fp8" ? KvCacheType::e4m3 : KvCacheType::f16;
+    c.kv_type = d.cache_type == "f32"    ? KvCacheType::f32
+                : d.cache_type == "fp8"  ? KvCacheType::e4m3
+                : d.cache_type == "int8" ? KvCacheType::int8
+                                         : KvCacheType::f16;
 }
 
 }  // namespace hf2q::cli

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/cpu_ops.h"
 #include "core/error.h"
@@ -55,7 +56,9 @@ void check_tables(const ops::AttentionParams& p) {
 }
 
 // out = softmax(scale · q·Kᵀ) · V for one (token, head); scores: [block_size],
-// acc: [head_dim] scratch. KV: float, uint16_t (f16 bits) or E4m3.
+// acc: [head_dim] scratch. KV: float, uint16_t (f16 bits), E4m3, or int8_t (i8
+// codes: a key's score is scaled by its row's K scale, its softmax weight by the V
+// scale, as the CUDA kernels do).
 template <class KV>
 HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h, float* scores,
                             float* acc) {
@@ -78,10 +81,20 @@ HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h,
         const KV* k = static_cast<const KV*>(p.k_pool) + base;
         const KV* v = static_cast<const KV*>(p.v_pool) + base;
         const int64_t first = b * p.block_size;
+        // Row scales of i8 pools: row (slot, kvh) of this block at rs + slot · n_kv_heads.
+        constexpr bool kScaled = std::is_same_v<KV, int8_t>;
+        const int64_t rs = (static_cast<int64_t>(table[b]) * p.block_size) * p.n_kv_heads + kvh;
+        auto row_scale = [&](const float* sc, int64_t j) {
+            if constexpr (kScaled)
+                return sc[rs + (j - first) * p.n_kv_heads];
+            else
+                return 1.0f;
+        };
 
         float bm = -std::numeric_limits<float>::infinity();
         for (int64_t j = j0; j < j1; ++j) {
-            const float s = p.scale * dot_f32(q, k + (j - first) * kv_row, d);
+            float s = p.scale * dot_f32(q, k + (j - first) * kv_row, d);
+            if constexpr (kScaled) s *= row_scale(p.k_scale, j);
             scores[j - j0] = s;
             bm = std::max(bm, s);
         }
@@ -94,7 +107,7 @@ HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h,
         for (int64_t j = j0; j < j1; ++j) {
             const float e = std::exp(scores[j - j0] - m);
             l += e;
-            axpy_f32(acc, e, v + (j - first) * kv_row, d);
+            axpy_f32(acc, kScaled ? e * row_scale(p.v_scale, j) : e, v + (j - first) * kv_row, d);
         }
     }
     float* out = p.out + (t * p.n_heads + h) * d;
@@ -110,6 +123,7 @@ void attention(Context& c, const ops::AttentionParams& p) {
     HF2Q_ASSERT(p.q != nullptr && p.out != nullptr && p.k_pool != nullptr && p.v_pool != nullptr);
     HF2Q_ASSERT(p.pos != nullptr && p.tables != nullptr && p.table_len != nullptr);
     check_tables(p);
+    HF2Q_ASSERT(!ops::kv_type_scaled(p.kv_type) || (p.k_scale != nullptr && p.v_scale != nullptr));
 
     c.scratch.reserve(p.block_size + p.head_dim);
     c.pool.parallel_for(p.n_tokens * p.n_heads, 1, [&](int64_t i0, int64_t i1, int th) {
@@ -120,6 +134,7 @@ void attention(Context& c, const ops::AttentionParams& p) {
                 case ops::KvType::f16: attend<uint16_t>(p, i / p.n_heads, i % p.n_heads, scores, acc); break;
                 case ops::KvType::e4m3: attend<E4m3>(p, i / p.n_heads, i % p.n_heads, scores, acc); break;
                 case ops::KvType::f32: attend<float>(p, i / p.n_heads, i % p.n_heads, scores, acc); break;
+                case ops::KvType::i8: attend<int8_t>(p, i / p.n_heads, i % p.n_heads, scores, acc); break;
             }
         }
     });

@@ -130,7 +130,15 @@ inline void load_f8(const E4m3* p, F8& v) {
     for (int i = 0; i < 8; ++i) f[i] = t[static_cast<uint8_t>(p[i])];
     std::memcpy(&v, f, sizeof v);
 }
+// int8 codes of the KV cache's i8 pools, exactly (their row scale is applied by the
+// caller: attention scales the score and the softmax weight).
+inline void load_f8(const int8_t* p, F8& v) {
+    float f[8];
+    for (int i = 0; i < 8; ++i) f[i] = static_cast<float>(p[i]);
+    std::memcpy(&v, f, sizeof v);
+}
 inline float value_f32(float x) { return x; }
+inline float value_f32(int8_t c) { return static_cast<float>(c); }
 inline float value_f32(uint16_t h) { return half_to_f32(h); }
 inline float value_f32(E4m3 c) { return e4m3_table().v[static_cast<uint8_t>(c)]; }
 

@@ -52,11 +52,21 @@ void scatter_add(Context& c, const ops::ScatterAddParams& p) {
 }
 
 // One row of values into a pool row of type t: the quantizer's F32 row (a copy) or
-// F16 row (ggml's round to nearest even), or E4M3 codes (quant::fp32_to_e4m3).
-static void store_kv_row(const float* src, void* pool, int64_t slot, int64_t row, ops::KvType t) {
+// F16 row (ggml's round to nearest even), E4M3 codes (quant::fp32_to_e4m3), or i8
+// codes with a scale per head_dim values (quant::quantize_row_i8) into scale.
+static void store_kv_row(const float* src, void* pool, float* scale, int64_t slot, const ops::KvStoreParams& p) {
+    const int64_t row = p.row;
+    const ops::KvType t = p.kv_type;
     uint8_t* dst = static_cast<uint8_t*>(pool) + slot * row * ops::kv_type_bytes(t);
     if (t == ops::KvType::e4m3) {
         for (int64_t i = 0; i < row; ++i) dst[i] = quant::fp32_to_e4m3(src[i]);
+        return;
+    }
+    if (t == ops::KvType::i8) {
+        const int64_t heads = row / p.head_dim;
+        for (int64_t h = 0; h < heads; ++h)
+            scale[slot * heads + h] = quant::quantize_row_i8(
+                src + h * p.head_dim, reinterpret_cast<int8_t*>(dst) + h * p.head_dim, p.head_dim);
         return;
     }
     const GgmlType type = t == ops::KvType::f16 ? GgmlType::F16 : GgmlType::F32;
@@ -67,6 +77,8 @@ void kv_store(Context& c, const ops::KvStoreParams& p) {
     if (p.n_tokens == 0) return;
     HF2Q_ASSERT(p.n_tokens > 0 && p.row > 0 && p.block_size > 0);
     HF2Q_ASSERT(p.k && p.v && p.k_pool && p.v_pool && p.pos && p.tables);
+    if (ops::kv_type_scaled(p.kv_type))
+        HF2Q_ASSERT(p.head_dim > 0 && p.row % p.head_dim == 0 && p.k_scale && p.v_scale);
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         if (p.pos[t] < 0 || p.tables[t] == nullptr || p.tables[t][p.pos[t] / p.block_size] < 0)
             fail("internal error: kv_store: token ", t, " at position ", p.pos[t],
@@ -79,8 +91,8 @@ void kv_store(Context& c, const ops::KvStoreParams& p) {
                 const int64_t slot =
                     static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size +
                     pos % p.block_size;
-                store_kv_row(p.k + t * p.row, p.k_pool, slot, p.row, p.kv_type);
-                store_kv_row(p.v + t * p.row, p.v_pool, slot, p.row, p.kv_type);
+                store_kv_row(p.k + t * p.row, p.k_pool, p.k_scale, slot, p);
+                store_kv_row(p.v + t * p.row, p.v_pool, p.v_scale, slot, p);
             }
         });
 }

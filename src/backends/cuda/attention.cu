@@ -68,6 +68,12 @@ __global__ void attention_generic_kernel(ops::AttentionParams p) {
             static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
         const KV* k = static_cast<const KV*>(p.k_pool) + slot * row + kvh * hd;
         const KV* v = static_cast<const KV*>(p.v_pool) + slot * row + kvh * hd;
+        // i8 pools: the row's scales go on the score and on the softmax weight.
+        float ks = 1.0f, vs = 1.0f;
+        if constexpr (kv_scaled<KV>) {
+            ks = p.k_scale[slot * p.n_kv_heads + kvh];
+            vs = p.v_scale[slot * p.n_kv_heads + kvh];
+        }
         float dot = 0.0f;
 #pragma unroll
         for (int c = 0; c < kMaxPerLane; ++c) {
@@ -75,14 +81,14 @@ __global__ void attention_generic_kernel(ops::AttentionParams p) {
             if (d < hd) dot += qr[c] * from_kv(k[d]);
         }
         for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-        const float s = dot * p.scale;
+        const float s = dot * ks * p.scale;
         const float m_new = fmaxf(m, s);
         const float corr = expf(m - m_new), e = expf(s - m_new);
         l = l * corr + e;
 #pragma unroll
         for (int c = 0; c < kMaxPerLane; ++c) {
             const int64_t d = lane + 32 * c;
-            if (d < hd) acc[c] = acc[c] * corr + e * from_kv(v[d]);
+            if (d < hd) acc[c] = acc[c] * corr + e * vs * from_kv(v[d]);
         }
         m = m_new;
     }

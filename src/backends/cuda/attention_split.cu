@@ -37,8 +37,9 @@ namespace {
 // Blocks along the tokens; more tokens are strided over.
 constexpr int64_t kMaxTokenBlocks = 1024;
 
-// KV: the cache element (float, half or kv_e4m3, ops/attention.h); chunks are staged in shared
-// memory as stored and converted to f32 when read.
+// KV: the cache element (float, half, kv_e4m3 or kv_i8, ops/attention.h); chunks are staged
+// in shared memory as stored and converted to f32 when read (i8: the row scales are
+// applied to the score and the softmax weight).
 template <int D, class KV>
 struct SplitShape {
     static constexpr int kThreads = 128;
@@ -63,7 +64,8 @@ constexpr size_t split_smem_bytes() {
                 + size_t{S::kParts} * HB * S::kKeys  // partial dots
                 + size_t{HB} * S::kKeys              // probabilities
                 + 4 * size_t{HB}                     // m, l, correction (+ padding)
-                + 4 * size_t{S::kKeys});             // pool offsets of two chunks (int64)
+                + 4 * size_t{S::kKeys}               // pool offsets of two chunks (int64)
+                + (kv_scaled<KV> ? 4 * size_t{S::kKeys} : 0));  // i8: K and V row scales of two chunks
 }
 
 // Writes G 4-value groups staged in shared memory (v) to row t of out from group c0
@@ -130,6 +132,11 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     float* corr_s = l_s + HB;        // [HB]
     int64_t* koff =
         reinterpret_cast<int64_t*>(corr_s + 2 * HB);  // [2][CK] (8-byte aligned: even offset)
+    // i8 pools: the rows' scales, kept beside their offsets (K scales the score, V the
+    // softmax weight).
+    float* ksc = reinterpret_cast<float*>(koff + 2 * CK);  // [2][CK]
+    float* vsc = ksc + 2 * CK;                              // [2][CK]
+    auto row_scale = [&](const float* sc, int64_t off) { return off >= 0 ? sc[off / D] : 0.0f; };
 
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
     for (int u = tid; u < HB * D / 4; u += NT) {
@@ -169,6 +176,12 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     if (tid < CK) {
         koff[tid] = key_offset(c_begin, tid);
         koff[CK + tid] = key_offset(c_begin + 1, tid);
+        if constexpr (kv_scaled<KV>) {
+            ksc[tid] = row_scale(p.k_scale, koff[tid]);
+            vsc[tid] = row_scale(p.v_scale, koff[tid]);
+            ksc[CK + tid] = row_scale(p.k_scale, koff[CK + tid]);
+            vsc[CK + tid] = row_scale(p.v_scale, koff[CK + tid]);
+        }
     }
     __syncthreads();
     if (c_begin < c_end) issue(0);
@@ -179,6 +192,11 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         cp_async_commit();
         // Offsets of chunk c + 2 (slot b, free once chunk c was issued), stored in phase 3.
         const int64_t next_off = tid < CK ? key_offset(c + 2, tid) : -1;
+        float next_ks = 0.0f, next_vs = 0.0f;
+        if constexpr (kv_scaled<KV>) {
+            next_ks = row_scale(p.k_scale, next_off);
+            next_vs = row_scale(p.v_scale, next_off);
+        }
         cp_async_wait<1>();
         __syncthreads();  // chunk c (and, on the first pass, q, m, l) visible
 
@@ -218,6 +236,7 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
                         float s = 0.0f;
 #pragma unroll
                         for (int dp = 0; dp < DP; ++dp) s += red[(dp * HB + hh) * CK + j];
+                        if constexpr (kv_scaled<KV>) s *= ksc[b * CK + j];
                         sv[i] = s * scale_log2;
                     }
                     mx = fmaxf(mx, sv[i]);
@@ -233,7 +252,7 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
                     const int j = lane + 32 * i;
                     if (j < CK) {
                         const float e = exp2f(sv[i] - m_new);
-                        ps[hh * CK + j] = e;
+                        ps[hh * CK + j] = kv_scaled<KV> ? e * vsc[b * CK + j] : e;
                         sum += e;
                     }
                 }
@@ -272,7 +291,13 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
                     acc[hh].w += e * v4.w;
                 }
             }
-            if (tid < CK) koff[b * CK + tid] = next_off;
+            if (tid < CK) {
+                koff[b * CK + tid] = next_off;
+                if constexpr (kv_scaled<KV>) {
+                    ksc[b * CK + tid] = next_ks;
+                    vsc[b * CK + tid] = next_vs;
+                }
+            }
         }
         __syncthreads();  // buffer b, koff slot b and ps are free for the next chunk
     }

@@ -45,13 +45,15 @@ struct TileShape {
     static constexpr int kLdP = kKeys + 8;  // halfs per P row
     static constexpr size_t kQBytes = size_t{kRows} * kLd * 2;
     static constexpr size_t kKvBytes = size_t{kKeys} * kLd * 2;
-    // f32 and E4M3 pools are staged as stored, then converted to the F16 tile.
+    // f32, E4M3 and i8 pools are staged as stored, then converted to the F16 tile.
     static constexpr size_t kStageBytes = sizeof(KV) != 2 ? size_t{kKeys} * D * sizeof(KV) : 0;
     static constexpr size_t kPBytes = kDSplit > 1 ? size_t{kRows} * kLdP * 2 : 0;
     static constexpr size_t kRedBytes = size_t{kDSplit} * kRows * 4;
     static constexpr size_t kOffBytes = 2 * size_t{kKeys} * 8;
+    // i8 pools: the K and V scales of the rows of both offset slots.
+    static constexpr size_t kScaleBytes = kv_scaled<KV> ? 2 * 2 * size_t{kKeys} * 4 : 0;
     static constexpr size_t kSmem =
-        kQBytes + 2 * kKvBytes + kStageBytes + kPBytes + kRedBytes + kOffBytes;
+        kQBytes + 2 * kKvBytes + kStageBytes + kPBytes + kRedBytes + kOffBytes + kScaleBytes;
     static_assert(kSmem <= 227 * 1024, "tile does not fit in shared memory");
     static_assert(kThreads == 256 && kKeys % (16 * kDSplit) == 0, "unexpected tile shape");
 };
@@ -74,14 +76,19 @@ __device__ __forceinline__ void issue_tile(unsigned char* stage, half* tile, con
     cp_async_commit();
 }
 
-// Staging buffer [BN][D] of f32 or E4M3 -> F16 tile [BN][LD] (E4M3 exactly).
+// Staging buffer [BN][D] of f32, E4M3 or i8 -> F16 tile [BN][LD], E4M3 and i8 codes
+// exactly (the i8 row scales are applied to the scores and to P: the kernel).
 template <int D, int BN, int NT, int LD, class KV>
 __device__ __forceinline__ void convert_tile(const unsigned char* stage, half* dst) {
 #pragma unroll 4
     for (int u = threadIdx.x; u < BN * D / 8; u += NT) {
         const int r = u / (D / 8), c = (u % (D / 8)) * 8;
         uint4 v;
-        if constexpr (sizeof(KV) == 1) {
+        if constexpr (kv_scaled<KV>) {
+            const uint2 e = *reinterpret_cast<const uint2*>(stage + r * D + c);
+            v = make_uint4(i8x2_to_half2_bits(e.x, 0), i8x2_to_half2_bits(e.x, 1), i8x2_to_half2_bits(e.y, 0),
+                           i8x2_to_half2_bits(e.y, 1));
+        } else if constexpr (sizeof(KV) == 1) {
             const uint2 e = *reinterpret_cast<const uint2*>(stage + r * D + c);
             const half2 h0 = e4m3x2_to_half2(static_cast<uint16_t>(e.x)),
                         h1 = e4m3x2_to_half2(static_cast<uint16_t>(e.x >> 16)),
@@ -114,7 +121,7 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
                           float scale_log2) {
     pdl_begin();
     using T = TileShape<D, KV>;
-    constexpr bool kStaged = sizeof(KV) != 2;  // f32 and E4M3 pools: staged, then converted
+    constexpr bool kStaged = sizeof(KV) != 2;  // f32, E4M3 and i8 pools: staged, then converted
     const KV* const k_pool = static_cast<const KV*>(p.k_pool);
     const KV* const v_pool = static_cast<const KV*>(p.v_pool);
     constexpr int BM = T::kRows, BN = T::kKeys, DS = T::kDSplit, NT = T::kThreads, LD = T::kLd;
@@ -139,6 +146,21 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
     half* ps = reinterpret_cast<half*>(tail);                  // [BM][LDP] (DS > 1)
     float* red = reinterpret_cast<float*>(tail + T::kPBytes);  // [DS][BM]
     int64_t* rowoff = reinterpret_cast<int64_t*>(tail + T::kPBytes + T::kRedBytes);  // [2][BN]
+    // i8 pools: [2][BN] K scales, then [2][BN] V scales, beside rowoff's slots (0 for
+    // rows of zeros).
+    float* rowsc = reinterpret_cast<float*>(tail + T::kPBytes + T::kRedBytes + T::kOffBytes);
+    auto scales_of = [&](int64_t off) {
+        if constexpr (kv_scaled<KV>)
+            return off >= 0 ? make_float2(__ldg(p.k_scale + off / D), __ldg(p.v_scale + off / D)) : make_float2(0.0f, 0.0f);
+        else
+            return make_float2(0.0f, 0.0f);
+    };
+    auto row_scales = [&](int slot, int r, float2 kv) {
+        if constexpr (kv_scaled<KV>) {
+            rowsc[slot * BN + r] = kv.x;
+            rowsc[2 * BN + slot * BN + r] = kv.y;
+        }
+    };
 
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
     const int rg = warp / DS, ds = warp % DS;
@@ -204,6 +226,8 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
         if (tid < BN) {
             rowoff[tid] = key_offset(kt0 * BN + tid);
             rowoff[BN + tid] = kt0 + 1 <= kt1 ? key_offset((kt0 + 1) * BN + tid) : -1;
+            row_scales(0, tid, scales_of(rowoff[tid]));
+            row_scales(1, tid, scales_of(rowoff[BN + tid]));
         }
         __syncthreads();
         issue_tile<D, BN, NT, LD>(stage, kh, k_pool, rowoff);
@@ -222,6 +246,7 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
             // stored into this slot once every thread has issued the V copy above.
             const int64_t next_off =
                 tid < BN && kt + 2 <= kt1 ? key_offset((kt + 2) * BN + tid) : -1;
+            const float2 next_sc = scales_of(next_off);  // i8 pools
 
             // S = Q·Kᵀ for this warp's 16 rows and BNW keys.
             float sc[BNW / 8][4];
@@ -249,8 +274,11 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
 #pragma unroll
                 for (int c = 0; c < 4; ++c) {
                     const int k = c / 2;
-                    const int32_t j = kb + ds * BNW + i * 8 + (lane % 4) * 2 + (c & 1);
-                    float s = sc[i][c] * scale_log2;
+                    const int jl = ds * BNW + i * 8 + (lane % 4) * 2 + (c & 1);  // key of the tile
+                    const int32_t j = kb + jl;
+                    float s = sc[i][c];
+                    if constexpr (kv_scaled<KV>) s *= rowsc[slot * BN + jl];  // the key's K scale
+                    s *= scale_log2;
                     if (!unmasked && (j < lo_r[k] || j > hi_r[k])) s = -INFINITY;
                     sc[i][c] = s;
                     mx[k] = fmaxf(mx[k], s);
@@ -294,7 +322,11 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
 #pragma unroll
                 for (int c = 0; c < 4; ++c) {
                     const float e = exp2f(sc[i][c] - base[c / 2]);
-                    sc[i][c] = e;
+                    // i8 pools: P·V's weight carries the key's V scale (l does not).
+                    if constexpr (kv_scaled<KV>)
+                        sc[i][c] = e * rowsc[2 * BN + slot * BN + ds * BNW + i * 8 + (lane % 4) * 2 + (c & 1)];
+                    else
+                        sc[i][c] = e;
                     l[c / 2] += e;
                 }
             if constexpr (DS > 1) {
@@ -310,10 +342,14 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
 
             cp_async_wait<0>();
             __syncthreads();  // V tile staged; P published (DS > 1); every warp is done with kh
-            if (tid < BN && kt + 2 <= kt1) rowoff[slot * BN + tid] = next_off;
             if constexpr (kStaged) {
                 convert_tile<D, BN, NT, LD, KV>(stage, vh);
                 __syncthreads();
+            }
+            // Slot `slot` is free: its scales were read before the barrier above.
+            if (tid < BN && kt + 2 <= kt1) {
+                rowoff[slot * BN + tid] = next_off;
+                row_scales(slot, tid, next_sc);
             }
             if (kt < kt1) issue_tile<D, BN, NT, LD>(stage, kh, k_pool, rowoff + (slot ^ 1) * BN);
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.h"
@@ -100,6 +101,10 @@ __device__ __forceinline__ uint4 ld_weights16(const void* p) {
 // Stores round to nearest even (the CPU reference's fp32_to_fp16 / fp32_to_e4m3;
 // E4M3 saturates to ±448, __NV_SATFINITE); loads are exact.
 using kv_e4m3 = __nv_fp8_e4m3;
+// int8 codes of i8 pools (a scale per row beside them: ops/attention.h).
+using kv_i8 = int8_t;
+template <class KV>
+inline constexpr bool kv_scaled = std::is_same_v<KV, kv_i8>;
 // Calls f.template operator()<KV>() with the element type of a pool of type t.
 template <class F>
 void dispatch_kv(ops::KvType t, F&& f) {
@@ -107,6 +112,7 @@ void dispatch_kv(ops::KvType t, F&& f) {
         case ops::KvType::f16: f.template operator()<half>(); return;
         case ops::KvType::e4m3: f.template operator()<kv_e4m3>(); return;
         case ops::KvType::f32: f.template operator()<float>(); return;
+        case ops::KvType::i8: f.template operator()<kv_i8>(); return;
     }
 }
 template <class KV>
@@ -121,6 +127,17 @@ __device__ __forceinline__ KV to_kv(float v) {
 __device__ __forceinline__ float from_kv(float v) { return v; }
 __device__ __forceinline__ float from_kv(half v) { return __half2float(v); }
 __device__ __forceinline__ float from_kv(kv_e4m3 v) { return static_cast<float>(v); }
+__device__ __forceinline__ float from_kv(kv_i8 v) { return static_cast<float>(v); }
+// The i8 code of x given id = 1 / d (quant::quantize_row_i8: round to nearest even,
+// clamped to ±127; NaN gives 0, as the conversion does).
+__device__ __forceinline__ int i8_code(float x, float id) {
+    return max(-127, min(127, __float2int_rn(__fmul_rn(x, id))));
+}
+// The row scale d of a row whose largest magnitude is amax, and 1 / d (0 for d = 0).
+__device__ __forceinline__ float2 i8_scale(float amax) {
+    const float d = __fdiv_rn(amax, 127.0f);
+    return make_float2(d, d > 0.0f ? __frcp_rn(d) : 0.0f);
+}
 // Two E4M3 codes (the low byte first) as two exact halves.
 __device__ __forceinline__ half2 e4m3x2_to_half2(uint16_t c) {
     const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(c), __NV_E4M3);
@@ -144,6 +161,26 @@ __device__ __forceinline__ float4 load_kv4(const kv_e4m3* p) {
     const float2 a = __half22float2(e4m3x2_to_half2(static_cast<uint16_t>(u)));
     const float2 b = __half22float2(e4m3x2_to_half2(static_cast<uint16_t>(u >> 16)));
     return make_float4(a.x, a.y, b.x, b.y);
+}
+
+// i8 codes to floats without I2F (a quarter-rate instruction): byte i of w ^ 0x80
+// (c + 128, unsigned) becomes the low byte of 2^23's mantissa, and 2^23 + 128 is
+// subtracted again; exact.
+__device__ __forceinline__ float i8_byte_to_float(uint32_t w, int i) {
+    const uint32_t u = __byte_perm(w ^ 0x80808080u, 0x4B000000u, 0x7650u + static_cast<uint32_t>(i));
+    return __uint_as_float(u) - 8388736.0f;
+}
+// Codes 2k and 2k + 1 of w as a half2 (bits), exactly: c + 128 as the low byte of
+// 1024's mantissa (0x64xx), minus 1152.
+__device__ __forceinline__ uint32_t i8x2_to_half2_bits(uint32_t w, int k) {
+    const uint32_t u = __byte_perm(w ^ 0x80808080u, 0x64646464u, k == 0 ? 0x4140u : 0x4342u);
+    const half2 h = __hsub2(*reinterpret_cast<const half2*>(&u), __float2half2_rn(1152.0f));
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ float4 load_kv4(const kv_i8* p) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
+    return make_float4(i8_byte_to_float(w, 0), i8_byte_to_float(w, 1), i8_byte_to_float(w, 2),
+                       i8_byte_to_float(w, 3));
 }
 
 // Whether the warpgroup-MMA kernels run here: an sm_90a build (HF2Q_WGMMA) on a

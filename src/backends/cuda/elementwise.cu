@@ -24,6 +24,18 @@ __device__ float block_sum(float v, float* shared) {
     return total;
 }
 
+// The largest of v over the block (as block_sum; shared: 32 floats).
+__device__ float block_max(float v, float* shared) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    float m = shared[0];
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) m = fmaxf(m, shared[w]);
+    __syncthreads();
+    return m;
+}
+
 // 1/rms of a row from its sum of squares.
 __device__ __forceinline__ float inv_rms(float ss, int64_t n, float eps) {
     return 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
@@ -367,6 +379,11 @@ __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
 __device__ __forceinline__ void store2(float* p, float2 v) { *reinterpret_cast<float2*>(p) = v; }
 __device__ __forceinline__ void store2(half* p, float2 v) { *reinterpret_cast<half2*>(p) = __floats2half2_rn(v.x, v.y); }
 __device__ __forceinline__ void store2(kv_e4m3* p, float2 v) { *reinterpret_cast<uint16_t*>(p) = float2_to_e4m3x2(v); }
+// Two i8 codes given 1 / d (i8_code).
+__device__ __forceinline__ void store2_i8(kv_i8* p, float2 v, float id) {
+    *reinterpret_cast<char2*>(p) = make_char2(static_cast<signed char>(i8_code(v.x, id)),
+                                              static_cast<signed char>(i8_code(v.y, id)));
+}
 
 template <class KV>
 __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
@@ -377,6 +394,7 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
     const float* src;
     float* dst = nullptr;  // q rows (in place)
     KV* pool_dst = nullptr;  // k̂ / v̂ rows
+    float* scale_dst = nullptr;  // i8 pools: the row's scale
     const float* w;
     int64_t t;
     bool rope = true;
@@ -394,6 +412,7 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
         const int64_t at = slot * p.n_kv_heads * D + (row % p.n_kv_heads) * D;
         src = (is_k || p.v_from_k ? p.k : p.v) + row * D;
         pool_dst = static_cast<KV*>(is_k ? p.k_pool : p.v_pool) + at;
+        if constexpr (kv_scaled<KV>) scale_dst = (is_k ? p.k_scale : p.v_scale) + at / D;
         w = is_k ? p.k_w : nullptr;
         rope = is_k;
     }
@@ -412,9 +431,17 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
         rotate_pair(lo.x, hi.x, pf, p.rope_inv_freq[k0]);
         rotate_pair(lo.y, hi.y, pf, p.rope_inv_freq[k0 + 1]);
     }
-    if (pool_dst != nullptr) {
-        store2(pool_dst + k0, lo);
-        store2(pool_dst + half + k0, hi);
+    if (pool_dst != nullptr) {  // the whole block's row (a block-uniform branch)
+        if constexpr (kv_scaled<KV>) {
+            const float amax = block_max(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(hi.x), fabsf(hi.y))), shared);
+            const float2 d = i8_scale(amax);
+            store2_i8(pool_dst + k0, lo, d.y);
+            store2_i8(pool_dst + half + k0, hi, d.y);
+            if (threadIdx.x == 0) *scale_dst = d.x;
+        } else {
+            store2(pool_dst + k0, lo);
+            store2(pool_dst + half + k0, hi);
+        }
     } else {
         store2(dst + k0, lo);
         store2(dst + half + k0, hi);

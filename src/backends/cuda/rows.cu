@@ -46,6 +46,30 @@ __global__ void kv_store_kernel(ops::KvStoreParams p) {
     }
 }
 
+// i8 pools: one warp per (token, KV head) row of head_dim values: its largest
+// magnitude, then the codes and the scale (quant::quantize_row_i8, bit for bit).
+__global__ void kv_store_i8_kernel(ops::KvStoreParams p) {
+    pdl_begin();
+    const int64_t heads = p.row / p.head_dim, rows = p.n_tokens * heads;
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    for (int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; r < rows;
+         r += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
+        const int64_t t = r / heads, h = r % heads;
+        const int32_t pos = p.pos[t];
+        const int64_t slot = static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size + pos % p.block_size;
+        for (int kv = 0; kv < 2; ++kv) {
+            const float* x = (kv == 0 ? p.k : p.v) + t * p.row + h * p.head_dim;
+            kv_i8* dst = static_cast<kv_i8*>(kv == 0 ? p.k_pool : p.v_pool) + slot * p.row + h * p.head_dim;
+            float amax = 0.0f;
+            for (int64_t i = lane; i < p.head_dim; i += 32) amax = fmaxf(amax, fabsf(x[i]));
+            for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            const float2 d = i8_scale(amax);
+            for (int64_t i = lane; i < p.head_dim; i += 32) dst[i] = static_cast<kv_i8>(i8_code(x[i], d.y));
+            if (lane == 0) (kv == 0 ? p.k_scale : p.v_scale)[slot * heads + h] = d.x;
+        }
+    }
+}
+
 // Blocks are copied in 4-byte words (block_bytes is a multiple of 4: rows of an even
 // number of values).
 __global__ void copy_blocks_kernel(ops::CopyBlocksParams p) {
@@ -75,8 +99,15 @@ void launch_scatter_add(const ops::ScatterAddParams& p, cudaStream_t s) {
 
 void launch_kv_store(const ops::KvStoreParams& p, cudaStream_t s) {
     if (p.n_tokens * p.row <= 0) return;
-    dispatch_kv(p.kv_type,
-                [&]<class KV>() { launch(kv_store_kernel<KV>, grid_1d(p.n_tokens * p.row, 256), 256, 0, s, p); });
+    if (ops::kv_type_scaled(p.kv_type)) {
+        HF2Q_ASSERT(p.head_dim > 0 && p.row % p.head_dim == 0 && p.k_scale && p.v_scale);
+        launch(kv_store_i8_kernel, grid_1d(p.n_tokens * (p.row / p.head_dim) * 32, 256), 256, 0, s, p);
+    } else {
+        dispatch_kv(p.kv_type, [&]<class KV>() {
+            if constexpr (!kv_scaled<KV>)
+                launch(kv_store_kernel<KV>, grid_1d(p.n_tokens * p.row, 256), 256, 0, s, p);
+        });
+    }
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 

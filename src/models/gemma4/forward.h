@@ -30,6 +30,8 @@ struct LayerKv {
     void* v = nullptr;
     ops::KvType type = ops::KvType::f32;
     int64_t n_blocks = 0;  // blocks in each pool (attention checks table entries)
+    float* k_scale = nullptr;  // i8 pools: a scale per (slot, KV head) row
+    float* v_scale = nullptr;
 };
 
 // Attention groups: every sliding layer shares group kSlidingGroup's block tables,

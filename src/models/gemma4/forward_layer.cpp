@@ -131,6 +131,8 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
         in.k_pool = kv[sz(il)].k;
         in.v_pool = kv[sz(il)].v;
         in.kv_type = kv[sz(il)].type;
+        in.k_scale = kv[sz(il)].k_scale;
+        in.v_scale = kv[sz(il)].v_scale;
         in.block_size = b.block_size;
         in.tables = b.tables[group];
     }
@@ -147,6 +149,8 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     a.k_pool = src.k;
     a.v_pool = src.v;
     a.kv_type = src.type;
+    a.k_scale = src.k_scale;
+    a.v_scale = src.v_scale;
     a.block_size = b.block_size;
     a.n_blocks = src.n_blocks;
     a.pos = b.pos;
