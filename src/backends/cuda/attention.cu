@@ -364,7 +364,7 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     ops::AttentionParams sp = p;
     if (handled != nullptr) sp.out_prep = nullptr;
     float* part = ws.buf != nullptr ? ws.buf + used : nullptr;
-    attn::launch_split(sp, handled, hb, n_split, part, scale_log2, s);
+    attn::launch_split(sp, handled, hb, n_split, part, scale_log2, !ws.f32_only, s);
     if (n_split > 1) {
         const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
         launch(attention_combine_kernel, grid, kCombineThreads, 0, s, sp, handled, n_split, part);

@@ -73,8 +73,9 @@ bool launch_tile_wgmma(const ops::AttentionParams& p, const int* plan, int64_t n
 // Split kernel over every token t with handled == nullptr or handled[t] == 0. With
 // n_split == 1 it writes `out`; otherwise per (token, head, split) partials into
 // part: acc [n_tokens][n_heads][n_split][head_dim], then (m, l) [n_tokens][n_heads]
-// [n_split][2] (m in log2 units), merged by the combiner.
+// [n_split][2] (m in log2 units), merged by the combiner. tensor_cores: the score
+// phase may run on tensor cores with F16 operands (attention_split.cu), else all f32.
 void launch_split(const ops::AttentionParams& p, const int* handled, int heads_per_block,
-                  int n_split, float* part, float scale_log2, cudaStream_t s);
+                  int n_split, float* part, float scale_log2, bool tensor_cores, cudaStream_t s);
 
 }  // namespace hf2q::cuda::attn

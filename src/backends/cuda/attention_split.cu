@@ -1,5 +1,6 @@
-// Attention of single query tokens on f32 CUDA cores, optionally split along the
-// key range (flash decoding). Used for decode tokens, mixed batches and the rows of a
+// Attention of single query tokens on f32 CUDA cores (in tensor-core precision, the
+// scores of f16, E4M3 and i8 pools at head sizes 256 and 512 on tensor cores:
+// split_mma_ok), optionally split along the key range (flash decoding). Used for decode tokens, mixed batches and the rows of a
 // prefill tile that are not part of a long run (attention_common.cuh).
 //
 // One block of 128 threads per (token, group of HB query heads of one KV head,
@@ -56,10 +57,33 @@ struct SplitShape {
     static constexpr size_t kVBytes = 2 * size_t{kKeys} * D * sizeof(KV);     // [2][CK][D]
 };
 
-template <int D, int HB, class KV>
+// The score phase on tensor cores (MMA = true; tensor-core precision only): S^T = K·Q^T
+// as m16n8k16 tiles with the chunk's K rows as the 16-row operand and the HB query
+// heads (zero-padded to 8) as the 8-column one, so a GQA group of 2 wastes 3/4 of the
+// narrow side, not 7/8 of the wide one. F16 operands: K exactly (f16 pools, and E4M3 and
+// i8 codes converted exactly; i8 scales stay on the score), Q rounded to F16 as in the
+// tile kernel; f32 accumulators. Each warp takes one 16-key tile of the chunk and a
+// share of the head dimension. The k index of the MMA is permuted so a lane's four
+// values of a row are consecutive: fragment column pairs (2c, 2c + 1) and (2c + 8,
+// 2c + 9) hold dims 4c .. 4c + 3 of the 16, one 4- or 8-byte load each.
+template <int D, class KV>
+constexpr bool split_mma_ok() {
+    constexpr int ck = SplitShape<D, KV>::kKeys;
+    return (D == 256 || D == 512) && sizeof(KV) <= 2 && ck >= 16 && 64 % ck == 0;
+}
+#ifndef HF2Q_SPLIT_MMA
+#define HF2Q_SPLIT_MMA 1
+#endif
+
+template <int D>
+constexpr int split_q16_ld() {  // halfs per row of the F16 query tile (16-byte padding)
+    return D + 8;
+}
+
+template <int D, int HB, class KV, bool MMA>
 constexpr size_t split_smem_bytes() {
     using S = SplitShape<D, KV>;
-    return S::kKBytes + S::kVBytes +
+    return (MMA ? size_t{8} * split_q16_ld<D>() * 2 : 0) + S::kKBytes + S::kVBytes +
            4 * (size_t{HB} * D                     // q rows
                 + size_t{S::kParts} * HB * S::kKeys  // partial dots
                 + size_t{HB} * S::kKeys              // probabilities
@@ -98,10 +122,31 @@ __device__ __forceinline__ void write_rows(const float* v, const ops::AttentionP
     }
 }
 
+// Four consecutive K values of a staged row as two F16 pairs (exact): values 0, 1 in
+// lo and 2, 3 in hi (the MMA score phase's permuted k index).
+template <class KV>
+__device__ __forceinline__ void k_quad_f16(const KV* r, uint32_t& lo, uint32_t& hi) {
+    if constexpr (sizeof(KV) == 2) {
+        const uint2 u = *reinterpret_cast<const uint2*>(r);
+        lo = u.x;
+        hi = u.y;
+    } else if constexpr (kv_scaled<KV>) {
+        const uint32_t u = *reinterpret_cast<const uint32_t*>(r);
+        lo = i8x2_to_half2_bits(u, 0);
+        hi = i8x2_to_half2_bits(u, 1);
+    } else {  // E4M3
+        const uint32_t u = *reinterpret_cast<const uint32_t*>(r);
+        const half2 a = e4m3x2_to_half2(static_cast<uint16_t>(u)), b = e4m3x2_to_half2(static_cast<uint16_t>(u >> 16));
+        lo = *reinterpret_cast<const uint32_t*>(&a);
+        hi = *reinterpret_cast<const uint32_t*>(&b);
+    }
+}
+
 // One (token, head group, split) work item; the caller synchronises between items.
-template <int D, int HB, class KV>
+template <int D, int HB, class KV, bool MMA>
 __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_t t, int n_split,
                                            float* __restrict__ part, float scale_log2, unsigned char* smem) {
+    static_assert(!MMA || split_mma_ok<D, KV>(), "no MMA score phase for this shape");
     using S = SplitShape<D, KV>;
     constexpr int CK = S::kKeys, DP = S::kParts, JP = S::kVPhases, KLD = S::kKLd, NT = S::kThreads;
     constexpr int VEC = S::kVec, PV = S::kPartVals;
@@ -122,6 +167,10 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     const int c_begin = split * per;
     const int c_end = min(n_chunks, c_begin + per);
 
+    // MMA: the query heads as F16 rows [8][QLD] (rows HB .. 7 zero) ahead of the rest.
+    constexpr int QLD = split_q16_ld<D>();
+    half* qh = reinterpret_cast<half*>(smem);
+    if constexpr (MMA) smem += size_t{8} * QLD * 2;
     KV* ks = reinterpret_cast<KV*>(smem);                 // [2][CK][KLD]
     KV* vs = reinterpret_cast<KV*>(smem + S::kKBytes);    // [2][CK][D]
     float* qs = reinterpret_cast<float*>(smem + S::kKBytes + S::kVBytes);  // [HB][D]
@@ -139,10 +188,24 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     auto row_scale = [&](const float* sc, int64_t off) { return off >= 0 ? sc[off / D] : 0.0f; };
 
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-    for (int u = tid; u < HB * D / 4; u += NT) {
-        const int hh = u / (D / 4), c = (u % (D / 4)) * 4;
-        *reinterpret_cast<float4*>(qs + hh * D + c) =
-            __ldg(reinterpret_cast<const float4*>(p.q + (t * p.n_heads + h0 + hh) * D + c));
+    if constexpr (!MMA) {
+        for (int u = tid; u < HB * D / 4; u += NT) {
+            const int hh = u / (D / 4), c = (u % (D / 4)) * 4;
+            *reinterpret_cast<float4*>(qs + hh * D + c) =
+                __ldg(reinterpret_cast<const float4*>(p.q + (t * p.n_heads + h0 + hh) * D + c));
+        }
+    }
+    if constexpr (MMA) {
+        for (int u = tid; u < 8 * D / 4; u += NT) {
+            const int hh = u / (D / 4), c = (u % (D / 4)) * 4;
+            uint2 v = {0u, 0u};
+            if (hh < HB) {
+                const float4 f = __ldg(reinterpret_cast<const float4*>(p.q + (t * p.n_heads + h0 + hh) * D + c));
+                v.x = pack_half2(f.x, f.y);
+                v.y = pack_half2(f.z, f.w);
+            }
+            *reinterpret_cast<uint2*>(qh + hh * QLD + c) = v;
+        }
     }
     if (tid < HB) {
         m_s[tid] = -FLT_MAX;  // see attention_tile.cu: avoids inf − inf
@@ -200,7 +263,32 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         cp_async_wait<1>();
         __syncthreads();  // chunk c (and, on the first pass, q, m, l) visible
 
-        {  // 1. partial scores
+        if constexpr (MMA) {  // 1. partial scores on tensor cores (split_mma_ok)
+            constexpr int MT = CK / 16, KP = 4 / MT, DK = D / KP;  // key tiles, dim shares
+            const int mt = warp % MT, kp = warp / MT;
+            const KV* k0 = ks + (b * CK + mt * 16 + lane / 4) * KLD + kp * DK + 4 * (lane % 4);
+            const KV* k1 = k0 + 8 * KLD;
+            const half* qr = qh + (lane / 4) * QLD + kp * DK + 4 * (lane % 4);
+            float c4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+            for (int kk = 0; kk < DK / 16; ++kk) {
+                uint32_t a[4];
+                k_quad_f16(k0 + 16 * kk, a[0], a[2]);
+                k_quad_f16(k1 + 16 * kk, a[1], a[3]);
+                const uint2 bq = *reinterpret_cast<const uint2*>(qr + 16 * kk);
+                mma_f16(c4, a, bq.x, bq.y);
+            }
+            // c4: keys lane / 4 and + 8 of the tile, heads 2·(lane % 4) and + 1.
+            const int j = mt * 16 + lane / 4, hh = 2 * (lane % 4);
+            if (hh < HB) {
+                red[(kp * HB + hh) * CK + j] = c4[0];
+                red[(kp * HB + hh) * CK + j + 8] = c4[2];
+            }
+            if (hh + 1 < HB) {
+                red[(kp * HB + hh + 1) * CK + j] = c4[1];
+                red[(kp * HB + hh + 1) * CK + j + 8] = c4[3];
+            }
+        } else {  // 1. partial scores
             const int j = tid % CK, dp = tid / CK;
             const KV* kr = ks + (b * CK + j) * KLD + dp * PV;
             float dot[HB];
@@ -234,8 +322,9 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
                     sv[i] = -INFINITY;
                     if (j < CK && kbase + j <= pos) {
                         float s = 0.0f;
+                        constexpr int kParts = MMA ? 64 / CK : DP;  // MMA: 4 / (CK / 16) dim shares
 #pragma unroll
-                        for (int dp = 0; dp < DP; ++dp) s += red[(dp * HB + hh) * CK + j];
+                        for (int dp = 0; dp < kParts; ++dp) s += red[(dp * HB + hh) * CK + j];
                         if constexpr (kv_scaled<KV>) s *= ksc[b * CK + j];
                         sv[i] = s * scale_log2;
                     }
@@ -362,7 +451,7 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     }
 }
 
-template <int D, int HB, class KV>
+template <int D, int HB, class KV, bool MMA>
 __global__ void __launch_bounds__(128)
     attention_split_kernel(const ops::AttentionParams p, const int* __restrict__ handled,
                            int n_split, float* __restrict__ part, float scale_log2) {
@@ -370,41 +459,46 @@ __global__ void __launch_bounds__(128)
     extern __shared__ __align__(16) unsigned char sm[];
     for (int64_t t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
         if (handled != nullptr && handled[t]) continue;
-        split_item<D, HB, KV>(p, t, n_split, part, scale_log2, sm);
+        split_item<D, HB, KV, MMA>(p, t, n_split, part, scale_log2, sm);
         __syncthreads();  // the next item rewrites q, m, l and the offsets
     }
 }
 
-template <int D, int HB, class KV>
+template <int D, int HB, class KV, bool MMA>
 void launch_split_dhk(const ops::AttentionParams& p, const int* handled, int n_split, float* part,
                       float scale_log2, cudaStream_t s) {
-    constexpr size_t smem = split_smem_bytes<D, HB, KV>();
-    allow_smem<attention_split_kernel<D, HB, KV>>(smem);
+    constexpr size_t smem = split_smem_bytes<D, HB, KV, MMA>();
+    allow_smem<attention_split_kernel<D, HB, KV, MMA>>(smem);
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.n_tokens, kMaxTokenBlocks)),
                     static_cast<unsigned>(p.n_heads / HB), static_cast<unsigned>(n_split));
-    launch(attention_split_kernel<D, HB, KV>, grid, SplitShape<D, KV>::kThreads, smem, s, p, handled, n_split, part,
-           scale_log2);
+    launch(attention_split_kernel<D, HB, KV, MMA>, grid, SplitShape<D, KV>::kThreads, smem, s, p, handled, n_split,
+           part, scale_log2);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 template <int D, int HB>
 void launch_split_dh(const ops::AttentionParams& p, const int* handled, int n_split, float* part,
-                     float scale_log2, cudaStream_t s) {
-    dispatch_kv(p.kv_type, [&]<class KV>() { launch_split_dhk<D, HB, KV>(p, handled, n_split, part, scale_log2, s); });
+                     float scale_log2, bool tensor_cores, cudaStream_t s) {
+    dispatch_kv(p.kv_type, [&]<class KV>() {
+        if constexpr (HF2Q_SPLIT_MMA && split_mma_ok<D, KV>()) {
+            if (tensor_cores) return launch_split_dhk<D, HB, KV, true>(p, handled, n_split, part, scale_log2, s);
+        }
+        launch_split_dhk<D, HB, KV, false>(p, handled, n_split, part, scale_log2, s);
+    });
 }
 
 template <int D>
 void launch_split_d(const ops::AttentionParams& p, const int* handled, int hb, int n_split,
-                    float* part, float scale_log2, cudaStream_t s) {
+                    float* part, float scale_log2, bool tensor_cores, cudaStream_t s) {
     switch (hb) {
         case 1:
-            return launch_split_dh<D, 1>(p, handled, n_split, part, scale_log2, s);
+            return launch_split_dh<D, 1>(p, handled, n_split, part, scale_log2, tensor_cores, s);
         case 2:
-            return launch_split_dh<D, 2>(p, handled, n_split, part, scale_log2, s);
+            return launch_split_dh<D, 2>(p, handled, n_split, part, scale_log2, tensor_cores, s);
         case 4:
-            return launch_split_dh<D, 4>(p, handled, n_split, part, scale_log2, s);
+            return launch_split_dh<D, 4>(p, handled, n_split, part, scale_log2, tensor_cores, s);
         case 8:
-            return launch_split_dh<D, 8>(p, handled, n_split, part, scale_log2, s);
+            return launch_split_dh<D, 8>(p, handled, n_split, part, scale_log2, tensor_cores, s);
         default:
             fail("internal error: attention split kernel for ", hb, " heads per block");
     }
@@ -413,16 +507,16 @@ void launch_split_d(const ops::AttentionParams& p, const int* handled, int hb, i
 }  // namespace
 
 void launch_split(const ops::AttentionParams& p, const int* handled, int heads_per_block,
-                  int n_split, float* part, float scale_log2, cudaStream_t s) {
+                  int n_split, float* part, float scale_log2, bool tensor_cores, cudaStream_t s) {
     switch (p.head_dim) {
         case 64:
-            return launch_split_d<64>(p, handled, heads_per_block, n_split, part, scale_log2, s);
+            return launch_split_d<64>(p, handled, heads_per_block, n_split, part, scale_log2, tensor_cores, s);
         case 128:
-            return launch_split_d<128>(p, handled, heads_per_block, n_split, part, scale_log2, s);
+            return launch_split_d<128>(p, handled, heads_per_block, n_split, part, scale_log2, tensor_cores, s);
         case 256:
-            return launch_split_d<256>(p, handled, heads_per_block, n_split, part, scale_log2, s);
+            return launch_split_d<256>(p, handled, heads_per_block, n_split, part, scale_log2, tensor_cores, s);
         case 512:
-            return launch_split_d<512>(p, handled, heads_per_block, n_split, part, scale_log2, s);
+            return launch_split_d<512>(p, handled, heads_per_block, n_split, part, scale_log2, tensor_cores, s);
         default:
             fail("internal error: attention split kernel for head size ", p.head_dim);
     }
