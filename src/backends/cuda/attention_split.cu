@@ -1,7 +1,8 @@
 // Attention of single query tokens on f32 CUDA cores (in tensor-core precision, the
 // scores of f16, E4M3 and i8 pools at head sizes 256 and 512 on tensor cores:
-// split_mma_ok), optionally split along the key range (flash decoding). Used for decode tokens, mixed batches and the rows of a
-// prefill tile that are not part of a long run (attention_common.cuh).
+// split_mma_ok), optionally split along the key range (flash decoding). Used for
+// decode tokens, mixed batches and the rows of a prefill tile that are not part of a
+// long run (attention_common.cuh).
 //
 // One block of 128 threads per (token, group of HB query heads of one KV head,
 // split). The block walks its share of the token's visible keys [lo, pos] in chunks
@@ -194,8 +195,7 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
             *reinterpret_cast<float4*>(qs + hh * D + c) =
                 __ldg(reinterpret_cast<const float4*>(p.q + (t * p.n_heads + h0 + hh) * D + c));
         }
-    }
-    if constexpr (MMA) {
+    } else {  // F16 rows for the MMA (qs stays unused)
         for (int u = tid; u < 8 * D / 4; u += NT) {
             const int hh = u / (D / 4), c = (u % (D / 4)) * 4;
             uint2 v = {0u, 0u};

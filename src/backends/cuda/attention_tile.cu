@@ -151,7 +151,8 @@ __global__ void __launch_bounds__(TileShape<D, KV>::kThreads, TileShape<D, KV>::
     float* rowsc = reinterpret_cast<float*>(tail + T::kPBytes + T::kRedBytes + T::kOffBytes);
     auto scales_of = [&](int64_t off) {
         if constexpr (kv_scaled<KV>)
-            return off >= 0 ? make_float2(__ldg(p.k_scale + off / D), __ldg(p.v_scale + off / D)) : make_float2(0.0f, 0.0f);
+            return off >= 0 ? make_float2(__ldg(p.k_scale + off / D), __ldg(p.v_scale + off / D))
+                            : make_float2(0.0f, 0.0f);
         else
             return make_float2(0.0f, 0.0f);
     };

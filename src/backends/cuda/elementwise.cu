@@ -433,7 +433,8 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
     }
     if (pool_dst != nullptr) {  // the whole block's row (a block-uniform branch)
         if constexpr (kv_scaled<KV>) {
-            const float amax = block_max(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(hi.x), fabsf(hi.y))), shared);
+            const float m4 = fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(hi.x), fabsf(hi.y)));
+            const float amax = block_max(m4, shared);
             const float2 d = i8_scale(amax);
             store2_i8(pool_dst + k0, lo, d.y);
             store2_i8(pool_dst + half + k0, hi, d.y);
