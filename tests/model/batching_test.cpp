@@ -2,6 +2,8 @@
 // are grouped into decode calls, each sequence gets its single-run logits.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "core/error.h"
 #include "model/fixture.h"
 #include "runtime/context_impl.h"
@@ -84,39 +86,49 @@ TEST_P(Batching, DecodeAndChunkedPrefillEqualOneShot) {
 }
 
 // A fork shares its parent's blocks, then both continue differently and each gets
-// the logits of running its whole token sequence alone.
+// the logits of running its whole token sequence alone, with every KV cache type (the
+// fork point is inside a block, so the first step copies that block on write: with
+// an int8 cache, its row scales too).
 TEST_P(Batching, ForkSharesPrefixAndDiverges) {
     const Fixture& fx = *fixture(GetParam());
     const auto& a = fx.prompts[3].ids;  // 40 tokens
     const auto& other = fx.prompts[2].ids;
     const int64_t V = fx.n_vocab;
-    auto ctx = Context::create(*fx.model, small_context(2));
-    std::vector<BatchToken> prefix;
-    for (int32_t t = 0; t < 30; ++t) prefix.push_back({a[static_cast<size_t>(t)], 0, t, false});
-    ctx->decode(prefix);
-    ctx->seq_fork(0, 1);
-    EXPECT_EQ(ctx->seq_length(1), 30);
-    const auto& tables = ctx->impl().tables();
-    const auto& t0 = tables.table(0, 0);
-    EXPECT_EQ(t0, tables.table(0, 1));
-    EXPECT_EQ(tables.ref_count(0, t0[0]), 2);
+    for (KvCacheType kv : {KvCacheType::f32, KvCacheType::f16, KvCacheType::e4m3, KvCacheType::int8}) {
+        const std::string what = kv == KvCacheType::f16    ? " (f16 cache)"
+                                 : kv == KvCacheType::e4m3 ? " (e4m3 cache)"
+                                 : kv == KvCacheType::int8 ? " (int8 cache)"
+                                                           : "";
+        ContextOptions o = small_context(2);
+        o.kv_type = kv;
+        auto ctx = Context::create(*fx.model, o);
+        std::vector<BatchToken> prefix;
+        for (int32_t t = 0; t < 30; ++t) prefix.push_back({a[static_cast<size_t>(t)], 0, t, false});
+        ctx->decode(prefix);
+        ctx->seq_fork(0, 1);
+        EXPECT_EQ(ctx->seq_length(1), 30);
+        const auto& tables = ctx->impl().tables();
+        const auto& t0 = tables.table(0, 0);
+        EXPECT_EQ(t0, tables.table(0, 1));
+        EXPECT_EQ(tables.ref_count(0, t0[0]), 2);
 
-    std::vector<BatchToken> batch;
-    std::vector<int32_t> b_ids(a.begin(), a.begin() + 30);
-    for (int32_t t = 30; t < 40; ++t) {
-        batch.push_back({a[static_cast<size_t>(t)], 0, t, true});
-        int32_t tok = other[static_cast<size_t>(t - 30)];
-        batch.push_back({tok, 1, t, true});
-        b_ids.push_back(tok);
+        std::vector<BatchToken> batch;
+        std::vector<int32_t> b_ids(a.begin(), a.begin() + 30);
+        for (int32_t t = 30; t < 40; ++t) {
+            batch.push_back({a[static_cast<size_t>(t)], 0, t, true});
+            int32_t tok = other[static_cast<size_t>(t - 30)];
+            batch.push_back({tok, 1, t, true});
+            b_ids.push_back(tok);
+        }
+        ctx->decode(batch);
+        auto ref_a = run_alone(*fx.model, a, 512, BackendKind::cpu, DevicePrecision::tensor_cores, kv);
+        auto ref_b = run_alone(*fx.model, b_ids, 512, BackendKind::cpu, DevicePrecision::tensor_cores, kv);
+        for (int32_t t = 30; t < 40; ++t) {
+            expect_rows_equal(row(*ctx, 2 * (t - 30)), ref_a, static_cast<size_t>(t), V, "parent" + what);
+            expect_rows_equal(row(*ctx, 2 * (t - 30) + 1), ref_b, static_cast<size_t>(t), V, "fork" + what);
+        }
+        EXPECT_EQ(tables.ref_count(0, t0[0]), 2);  // the untouched prefix stays shared
     }
-    ctx->decode(batch);
-    auto ref_a = run_alone(*fx.model, a);
-    auto ref_b = run_alone(*fx.model, b_ids);
-    for (int32_t t = 30; t < 40; ++t) {
-        expect_rows_equal(row(*ctx, 2 * (t - 30)), ref_a, static_cast<size_t>(t), V, "parent");
-        expect_rows_equal(row(*ctx, 2 * (t - 30) + 1), ref_b, static_cast<size_t>(t), V, "fork");
-    }
-    EXPECT_EQ(tables.ref_count(0, t0[0]), 2);  // the untouched prefix stays shared
 }
 
 // Sliding-window layers free blocks that left the window; full layers keep all.
