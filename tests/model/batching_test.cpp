@@ -26,13 +26,22 @@ void expect_rows_equal(const std::vector<float>& got, const std::vector<float>& 
     EXPECT_LT(rel_l2(got.data(), ref, static_cast<size_t>(V)), 1e-6) << what << " position " << r;
 }
 
+// Every KV cache type, and how a failure names it.
+constexpr KvCacheType kCacheTypes[] = {KvCacheType::f32, KvCacheType::f16, KvCacheType::e4m3, KvCacheType::int8};
+std::string cache_label(KvCacheType kv) {
+    return kv == KvCacheType::f16    ? " (f16 cache)"
+           : kv == KvCacheType::e4m3 ? " (e4m3 cache)"
+           : kv == KvCacheType::int8 ? " (int8 cache)"
+                                     : "";
+}
+
 }  // namespace
 
 // All prompts of different lengths in one batch, tokens interleaved across
 // sequences: every sequence's logits equal its single run, with every KV cache type.
 TEST_P(Batching, ManySequencesMatchSingleRuns) {
     const Fixture& fx = *fixture(GetParam());
-    for (KvCacheType kv : {KvCacheType::f32, KvCacheType::f16, KvCacheType::e4m3, KvCacheType::int8}) {
+    for (KvCacheType kv : kCacheTypes) {
         ContextOptions o = small_context(4);
         o.kv_type = kv;
         auto ctx = Context::create(*fx.model, o);
@@ -44,11 +53,7 @@ TEST_P(Batching, ManySequencesMatchSingleRuns) {
             for (size_t o2 = 0; o2 < order.size(); ++o2)
                 if (order[o2].first == i)
                     expect_rows_equal(row(*ctx, static_cast<int32_t>(o2)), alone, order[o2].second, ctx->n_vocab(),
-                                      "prompt " + std::to_string(i) +
-                                          (kv == KvCacheType::f16    ? " (f16 cache)"
-                                           : kv == KvCacheType::e4m3 ? " (e4m3 cache)"
-                                           : kv == KvCacheType::int8 ? " (int8 cache)"
-                                                                     : ""));
+                                      "prompt " + std::to_string(i) + cache_label(kv));
         }
     }
 }
@@ -94,11 +99,8 @@ TEST_P(Batching, ForkSharesPrefixAndDiverges) {
     const auto& a = fx.prompts[3].ids;  // 40 tokens
     const auto& other = fx.prompts[2].ids;
     const int64_t V = fx.n_vocab;
-    for (KvCacheType kv : {KvCacheType::f32, KvCacheType::f16, KvCacheType::e4m3, KvCacheType::int8}) {
-        const std::string what = kv == KvCacheType::f16    ? " (f16 cache)"
-                                 : kv == KvCacheType::e4m3 ? " (e4m3 cache)"
-                                 : kv == KvCacheType::int8 ? " (int8 cache)"
-                                                           : "";
+    for (KvCacheType kv : kCacheTypes) {
+        const std::string what = cache_label(kv);
         ContextOptions o = small_context(2);
         o.kv_type = kv;
         auto ctx = Context::create(*fx.model, o);
