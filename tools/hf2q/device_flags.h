@@ -50,7 +50,7 @@ inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
     p.option("--kv-fraction", "F", "KV cache from this fraction (0, 1] of the GPU memory left after the weights",
              &d.kv_fraction);
     p.option("--cache-type", "T",
-             "KV cache element type for K and V: f16 (default, as llama.cpp's -ctk/-ctv f16), f32 (twice the memory), int8 (8-bit codes with a scale per position and KV head, like llama.cpp's q8_0: about half the memory and the bytes decode reads, close to f16's accuracy) or fp8 (FP8 E4M3 without a scale, as vLLM's --kv-cache-dtype fp8: half the memory, 3 mantissa bits, so less accurate: see docs/performance.md)",
+             "KV cache element type for K and V: f16 (default, as llama.cpp's -ctk/-ctv f16), f32 (twice the memory), int8 (8-bit codes with a scale per position and KV head, like llama.cpp's q8_0: about half the memory and the bytes decode reads; less accurate than f16, about three times closer to it than fp8) or fp8 (FP8 E4M3 without a scale, as vLLM's --kv-cache-dtype fp8: half the memory, 3 mantissa bits, so less accurate: see docs/performance.md)",
              &d.cache_type);
 }
 
