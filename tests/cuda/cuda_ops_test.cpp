@@ -726,7 +726,7 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
         if (!q8_gemv_type(t)) continue;
         // 256: one pass of a warp's lanes per row; 2816: the decode width (three passes).
         for (const int64_t H : {256, 2816})
-        for (int64_t T : {1, 3, 5, 40}) {
+        for (int64_t T : {1, 3, 5, 16, 40}) {
             const auto ids = random_routing(rng, T, K, 12);  // experts 12..15 stay idle
             const size_t n = ids.size();
             std::vector<int32_t> off(E + 1), rows(n), slot(n);

@@ -23,9 +23,11 @@
 // Precision: the activation rounding (relative error ≤ 1/254 of each block's
 // largest value) is the same order as the BF16 operands of the tensor-core path,
 // and only the default precision uses it; --precision f32 keeps the f32 GEMV.
+#include "backends/cuda/byte_lanes.cuh"
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/gemv.h"
+#include "backends/cuda/gemv_mma.h"
 #include "backends/cuda/grouping.cuh"
 #include "backends/cuda/q8.cuh"
 #include "ops/matmul.h"
@@ -59,24 +61,10 @@ __device__ __forceinline__ uint4 nibbles_hi(uint4 q) {
     return make_uint4((q.x >> 4) & 0x0F0F0F0Fu, (q.y >> 4) & 0x0F0F0F0Fu, (q.z >> 4) & 0x0F0F0F0Fu,
                       (q.w >> 4) & 0x0F0F0F0Fu);
 }
-// Bit 4 of byte k of the result is bit k of the low 4 bits of v (the fifth bit of
-// four Q5_0 quants): one multiply places copies of the 4 bits 7 apart (bit k lands
-// on bit 8k, the other copies elsewhere, no carries), the mask keeps bits 8k.
-__device__ __forceinline__ uint32_t bit4_of_bytes(uint32_t v) {
-    return (((v & 15u) * 0x00204081u) & 0x01010101u) << 4;
-}
 // Each byte of q with bit j of the matching qh byte as its bit 4 (Q5_K's fifth bit).
 __device__ __forceinline__ uint4 with_bit4(uint4 q, uint4 qh, int j) {
     return make_uint4(q.x | (((qh.x >> j) & 0x01010101u) << 4), q.y | (((qh.y >> j) & 0x01010101u) << 4),
                       q.z | (((qh.z >> j) & 0x01010101u) << 4), q.w | (((qh.w >> j) & 0x01010101u) << 4));
-}
-// Per byte q − k as signed bytes, for bytes of q and k below 128 (the offset-binary
-// quants: Q4_0 − 8, Q5_0 − 16, Q6_K − 32): with bit 7 set in every byte of q the
-// subtraction cannot borrow across bytes, and flipping bit 7 back gives q − k mod
-// 256. Three integer operations; __vsubss4 (saturating, which these never need) has
-// no sm_90 instruction and compiles to about fifteen.
-__device__ __forceinline__ uint32_t sub_small_bytes(uint32_t q, uint32_t k) {
-    return ((q | 0x80808080u) - k) ^ 0x80808080u;
 }
 __device__ __forceinline__ uint4 sub_bytes(uint4 q, uint32_t k) {
     return make_uint4(sub_small_bytes(q.x, k), sub_small_bytes(q.y, k), sub_small_bytes(q.z, k),
@@ -414,7 +402,8 @@ struct Segments {
 #define HF2Q_GEMV8_MIN_BLOCKS 4
 #endif
 // Weight rows per warp of the grouped eight-row variant (batched decode's experts,
-// about 4 routed rows each at 64 sequences). Its warps are short-lived (one or two
+// about 4 routed rows each at 64 sequences; Q4_K, Q5_0 and Q8_0 experts take the
+// tensor-core kernel of gemv_mma.cu instead). Its warps are short-lived (one or two
 // units per lane and row on the 704-wide down rows): each starts with the expert
 // lookup and ends with a reduction, so four rows per warp keep more loads in flight
 // per lookup. A compile definition for the A/B against two (docs/performance.md).
@@ -840,6 +829,11 @@ bool short_rows(const Segments& g) {
 void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStream_t s) {
     const bool single = single_rows(g.a[0]);
     const bool grouped = g.a[0].offsets != nullptr;
+    if (grouped && !single && gemv_mma_supported(g.a[0])) {  // several rows an expert: the tensor cores
+        HF2Q_ASSERT(g.n == 1 && xq.rows == nullptr);
+        launch_gemv_mma(g.a[0], xq.q, max_active_experts, s);
+        return;
+    }
     dispatch_q8_type(g.a[0].type, [&]<GgmlType T>() {
         const bool short_one_row = single && short_rows<T>(g);
         const int64_t rows_per_warp = single ? (short_one_row ? kShortRows : 1) : grouped ? kGroupedRows : 2;

@@ -15,9 +15,10 @@
 
 namespace hf2q::cuda {
 
-// Raises a kernel's dynamic shared-memory limit once per device.
+// Raises a kernel's dynamic shared-memory limit once per device (and, with
+// carveout_percent ≥ 0, asks for that share of the SM's L1 as shared memory).
 template <auto Kernel>
-void allow_smem(size_t bytes) {
+void allow_smem(size_t bytes, int carveout_percent = -1) {
     static std::atomic<uint64_t> done{0};
     int dev = 0;
     HF2Q_CUDA_CHECK(cudaGetDevice(&dev));
@@ -25,6 +26,8 @@ void allow_smem(size_t bytes) {
     if (done.load(std::memory_order_acquire) & bit) return;
     HF2Q_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(bytes)));
+    if (carveout_percent >= 0)
+        HF2Q_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout_percent));
     done.fetch_or(bit, std::memory_order_acq_rel);
 }
 
@@ -37,6 +40,10 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
                  "r"(bytes)
                  : "memory");
+}
+// 8 bytes global -> shared (both 8-byte aligned), asynchronously.
+__device__ __forceinline__ void cp_async8(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
 // 4 bytes global -> shared (both 4-byte aligned), asynchronously.
 __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
@@ -82,6 +89,16 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// d = a·b + c for one m16n8k32 tile of signed bytes with int32 sums, every c the
+// same value (the integer GEMV starts its sums at a float's bits, gemv_mma.cu).
+__device__ __forceinline__ void mma_s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, int c) {
+    asm(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
 }
 
 // Two floats as one F16 pair (lo in the low half, as the MMA fragments expect).

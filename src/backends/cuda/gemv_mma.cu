@@ -1,0 +1,320 @@
+// The grouped expert GEMV of batched decode on the integer tensor cores.
+//
+// Why: at 64 sequences a MoE layer routes 512 rows to 128 experts, about 4 rows an
+// expert, and every expert's weights must be read. The dp4a kernel (gemv_q8.cu)
+// spends 8 dp4a per 32 values, weight row and activation row, and with 4-8
+// activation rows per pass it reads the experts at about a third of the copy rate
+// (docs/performance.md). One mma.sync.m16n8k32 does 16 weight rows × 8 activation
+// rows × 32 values: the products cost almost nothing, what is left is the scaling
+// per 32-value block, weight row and activation row.
+//
+// Layout of the work: a block of 4 warps owns 16 rows of one expert. It stages the
+// rows in shared memory in one go (cp.async, about 25 KB for a 2,816-value Q4_K
+// tile), so every byte is requested at once and read from DRAM once, together with
+// the pass's 8 activation rows and their scales. Then each warp takes every 4th
+// unit of the rows (a Q4_K unit is the 64 values of one quant chunk, two
+// sub-blocks; a Q5_0 / Q8_0 unit one 32-value block), all of the expert's
+// activation rows in passes of 8. The warps' partial sums meet in shared memory,
+// in a fixed order.
+//
+// Why the activations are staged too: read from global memory by the fragment
+// loads, each unit of a warp waited for L2 (a block's warps read disjoint parts of
+// the rows, and the blocks sharing an SM belong to other experts), so the kernel
+// ran at the latency of its longest chain, not at the copy rate. H200, 26B-A4B
+// shapes, 512 routed rows (DISABLED_MoeThroughput): gate_up 179 -> 169 us, down
+// Q8_0 140 -> 90 us; 64 sequences 3,630 -> 3,910 tokens/s (docs/performance.md).
+//
+// The fragments: lane (g, t) (g = lane / 4, t = lane % 4) gives the weight rows g
+// and g + 8 and the activation row g. Its k slots 4t .. 4t+3 and 16+4t .. 16+4t+3
+// hold values 8t .. 8t+7 of the block (the same permutation of k in both operands,
+// so the sums are unchanged): its activations are one 8-byte load, its weights one
+// 8-byte piece per row. The int32 sums start at the bits of 1.5·2^23, so they come
+// out as floats (dequant.cuh's small_int) without conversions.
+//
+// Results: the same integer sums per block as the dp4a kernel, scaled and added in
+// another order (within float rounding of it; tests/cuda/cuda_ops_test.cpp).
+#include "backends/cuda/byte_lanes.cuh"
+#include "backends/cuda/common.cuh"
+#include "backends/cuda/dequant.cuh"
+#include "backends/cuda/gemv_mma.h"
+#include "backends/cuda/grouping.cuh"
+#include "backends/cuda/mma.cuh"
+
+// 1 (default): the grouped launches of Q4_K, Q5_0 and Q8_0 weights take this kernel;
+// 0: the dp4a kernel, for A/Bs.
+#ifndef HF2Q_GEMV_MMA
+#define HF2Q_GEMV_MMA 1
+#endif
+
+namespace hf2q::cuda {
+namespace {
+
+constexpr int kRows = 16;     // weight rows of a block: the MMA's m
+constexpr int kCols = 8;      // activation rows of a pass: its n
+constexpr int kWarps = 4;     // split the units of the rows
+constexpr int kThreads = 32 * kWarps;
+constexpr int kBias = 0x4B400000;  // 1.5·2^23 as float bits: sums of |s| < 2^22 stay exact
+constexpr size_t kReduceBytes = sizeof(float) * 4 * 32 * kWarps;
+// At most this much dynamic shared memory a block: four blocks an SM.
+constexpr size_t kMaxSmem = 56 * 1024;
+constexpr size_t kPad = 16;  // the 2-byte-aligned loads may read up to 12 bytes past a row's end
+
+__device__ __forceinline__ float half_at_smem(const uint8_t* p) {
+    return __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(p)));
+}
+// 8 (4) bytes at a 2-byte aligned address of shared memory: aligned words joined by
+// funnel shifts (a shift of 0 takes the first word whole).
+__device__ __forceinline__ uint2 lds8_a2(const uint8_t* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
+    const uint32_t sh = static_cast<uint32_t>(a & 3) * 8;
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
+    return make_uint2(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh));
+}
+__device__ __forceinline__ uint32_t lds4_a2(const uint8_t* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
+    return __funnelshift_r(w[0], w[1], static_cast<uint32_t>(a & 3) * 8);
+}
+
+// A unit of the weight rows g and g + 8 as MMA operands: a[s] is the A fragment of
+// its s-th 32-value block, d[s][r] (m[s][r]) the scale (min) of that block in row
+// g + 8r. block(u, s): index of that block among the row's 32-value blocks.
+template <GgmlType T>
+struct MmaUnit;
+
+// Q4_K (144-byte blocks of 256 values): unit u is chunk c = u % 4 of block u / 4,
+// quant bytes 32c .. 32c + 31, whose low nibbles are sub-block 2c and high nibbles
+// sub-block 2c + 1.
+template <>
+struct MmaUnit<GgmlType::Q4_K> {
+    static constexpr int kVals = 64, kSub = 2;
+    static constexpr bool kMin = true;
+    uint32_t a[kSub][4];
+    float d[kSub][2], m[kSub][2];
+    __device__ static uint32_t block(uint32_t u, int s) { return (u / 4) * 8 + 2 * (u % 4) + s; }
+    __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
+        const uint32_t b = u / 4, c = u % 4;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint8_t* blk = row[r] + b * 144;
+            const uint4 hd = *reinterpret_cast<const uint4*>(blk);
+            const uint2 q = *reinterpret_cast<const uint2*>(blk + 16 + 32 * c + 8 * t);
+            const float dd = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
+            const uint2 h0 = make_uint2(hd.x, hd.y), h1 = make_uint2(hd.z, hd.w);
+#pragma unroll
+            for (int s = 0; s < kSub; ++s) {
+                int sc, mn;
+                kscale_header_select(h0, h1, static_cast<int>(2 * c) + s, sc, mn);
+                d[s][r] = dd * static_cast<float>(sc);
+                m[s][r] = dmin * static_cast<float>(mn);
+            }
+            a[0][r] = q.x & 0x0F0F0F0Fu;
+            a[0][2 + r] = q.y & 0x0F0F0F0Fu;
+            a[1][r] = (q.x >> 4) & 0x0F0F0F0Fu;
+            a[1][2 + r] = (q.y >> 4) & 0x0F0F0F0Fu;
+        }
+    }
+};
+
+// Q8_0 (34-byte blocks: d, 32 signed quants; 2-byte aligned).
+template <>
+struct MmaUnit<GgmlType::Q8_0> {
+    static constexpr int kVals = 32, kSub = 1;
+    static constexpr bool kMin = false;
+    uint32_t a[kSub][4];
+    float d[kSub][2], m[kSub][2];
+    __device__ static uint32_t block(uint32_t u, int) { return u; }
+    __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint8_t* blk = row[r] + u * 34;
+            const uint2 q = lds8_a2(blk + 2 + 8 * t);
+            d[0][r] = half_at_smem(blk);
+            m[0][r] = 0.0f;
+            a[0][r] = q.x;
+            a[0][2 + r] = q.y;
+        }
+    }
+};
+
+// Q5_0 (22-byte blocks: d, 32 fifth bits, 16 quant bytes; 2-byte aligned): value
+// v < 16 is the low nibble of quant byte v, value 16 + v its high nibble, each with
+// fifth bit v (16 + v) of qh, minus 16. Lane t's values 8t .. 8t + 7 are the low
+// (t < 2) or high nibbles of bytes 8(t % 2) .. + 7 and qh byte t.
+template <>
+struct MmaUnit<GgmlType::Q5_0> {
+    static constexpr int kVals = 32, kSub = 1;
+    static constexpr bool kMin = false;
+    uint32_t a[kSub][4];
+    float d[kSub][2], m[kSub][2];
+    __device__ static uint32_t block(uint32_t u, int) { return u; }
+    __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
+        const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint8_t* blk = row[r] + u * 22;
+            const uint32_t qh = lds4_a2(blk + 2) >> (8 * t);
+            const uint2 q = lds8_a2(blk + 6 + 8 * (t % 2));
+            d[0][r] = half_at_smem(blk);
+            m[0][r] = 0.0f;
+            a[0][r] = sub_small_bytes(((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh), 0x10101010u);
+            a[0][2 + r] = sub_small_bytes(((q.y >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh >> 4), 0x10101010u);
+        }
+    }
+};
+
+// Copies `bytes` (a multiple of 4) from src (4-byte aligned) to dst, which has src's
+// alignment modulo 16: 4-byte pieces up to src's first 16-byte boundary and after
+// its last, 16-byte pieces between (past L1: the weights are read once).
+__device__ __forceinline__ void stage(uint8_t* dst, const uint8_t* src, uint32_t bytes) {
+    const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(src) % 16);
+    const uint32_t head = min((16 - mis) % 16, bytes);
+    const uint32_t body = (bytes - head) / 16 * 16, tail = bytes - head - body;
+    for (uint32_t i = 4 * threadIdx.x; i < head; i += 4 * kThreads) cp_async4(dst + i, src + i);
+    for (uint32_t i = 16 * threadIdx.x; i < body; i += 16 * kThreads)
+        cp_async16(dst + head + i, src + head + i, 16);
+    for (uint32_t i = 4 * threadIdx.x; i < tail; i += 4 * kThreads)
+        cp_async4(dst + head + body + i, src + head + body + i);
+    cp_async_commit();
+}
+
+// Where a block's pieces sit in its dynamic shared memory: the weight tile (with
+// the source's alignment modulo 16 and kPad bytes after it), the activation rows
+// of a pass (each row padded by 32 bytes, so the 8 rows of a fragment load fall on
+// distinct banks), their (d, d·Σq) pairs, and the warps' partial sums.
+struct Smem {
+    uint32_t x = 0, ds = 0, red = 0, total = 0;
+    uint32_t x_stride = 0;  // bytes between staged activation rows
+    __host__ __device__ explicit Smem(const GemvArgs& a) {
+        const uint64_t tile = (16 + kRows * a.row_bytes + kPad + 15) / 16 * 16;
+        const uint64_t n_in = static_cast<uint64_t>(a.n_in);
+        x_stride = static_cast<uint32_t>(n_in + 32);
+        const uint64_t xs = kCols * (n_in + 32), dss = kCols * (n_in / 32) * 8;
+        const uint64_t t = tile + xs + dss + kReduceBytes;
+        if (t > kMaxSmem) return;  // total stays 0: not supported
+        x = static_cast<uint32_t>(tile);
+        ds = static_cast<uint32_t>(tile + xs);
+        red = static_cast<uint32_t>(tile + xs + dss);
+        total = static_cast<uint32_t>(t);
+    }
+};
+
+// The activation rows c0 .. c0 + nt of a pass and their scales into shared memory.
+__device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq, int64_t c0, int nt, uint32_t n_in) {
+    const uint32_t per_row = n_in / 16, nb = n_in / 32;
+    const int8_t* src = xq.q + c0 * static_cast<int64_t>(n_in);
+    for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
+        const uint32_t r = i / per_row, k = i % per_row;
+        cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
+    }
+    const float2* ds = xq.ds + c0 * static_cast<int64_t>(nb);
+    for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
+}
+
+template <GgmlType T>
+__global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L) {
+    using U = MmaUnit<T>;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    pdl_begin();
+    const int e = active_expert<4>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y));
+    if (e < 0) return;  // the same expert for every warp: the whole block leaves
+    const int64_t r0 = a.offsets[e], r1 = a.offsets[e + 1];
+    const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kRows;
+    const int rows = static_cast<int>(a.n_out - o0 < kRows ? a.n_out - o0 : kRows);
+    const uint8_t* src = a.w + static_cast<uint64_t>(e) * a.expert_bytes + static_cast<uint64_t>(o0) * a.row_bytes;
+    // Rows past n_out are not staged: their sums are garbage and never written.
+    uint8_t* tile = smem + reinterpret_cast<uintptr_t>(src) % 16;
+    const uint32_t n_in = static_cast<uint32_t>(a.n_in), nb = n_in / 32;
+    stage(tile, src, static_cast<uint32_t>(rows) * static_cast<uint32_t>(a.row_bytes));
+
+    const uint32_t row_bytes = static_cast<uint32_t>(a.row_bytes);  // a tile fits in shared memory
+    const uint8_t* const row[2] = {tile + g * row_bytes, tile + (g + 8) * row_bytes};
+    const uint32_t units = n_in / U::kVals;
+    float* red = reinterpret_cast<float*>(smem + L.red);
+    for (int64_t c0 = r0; c0 < r1; c0 += kCols) {
+        const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
+        // Columns past nt read whatever their staged rows hold; their sums are not
+        // written.
+        stage_x(smem, L, xq, c0, nt, n_in);
+        cp_async_commit();
+        const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
+        const float2* ds0 = reinterpret_cast<const float2*>(smem + L.ds) + 2 * t * nb;
+        const float2* ds1 = ds0 + nb;
+        cp_async_wait<0>();
+        __syncthreads();
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (uint32_t u = warp; u < units; u += kWarps) {
+            U w;
+            w.load(row, u, t);
+#pragma unroll
+            for (int s = 0; s < U::kSub; ++s) {
+                const uint32_t j = U::block(u, s);
+                const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
+                int sum[4];
+                mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
+                const float2 x0 = ds0[j], x1 = ds1[j];
+                // sum[i]: weight row g + 8(i / 2), activation column 2t + i % 2.
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float dw = w.d[s][i / 2];
+                    const float2 xs = i % 2 ? x1 : x0;
+                    const float p = __int_as_float(sum[i]) - 12582912.0f;  // the exact integer sum
+                    acc[i] = fmaf(dw * xs.x, p, acc[i]);
+                    if constexpr (U::kMin) acc[i] = fmaf(-w.m[s][i / 2], xs.y, acc[i]);
+                }
+            }
+        }
+        // The four warps' partial sums, added in warp order.
+        reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        __syncthreads();
+        {
+            const int r = threadIdx.x / kCols, col = threadIdx.x % kCols;  // 128 threads: 16 × 8 sums
+            const int l = 4 * (r % 8) + col / 2, i = 2 * (r / 8) + col % 2;
+            float v = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l) * 4 + i];
+            if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = v;
+        }
+        __syncthreads();  // red (and the staged rows) are written again by the next pass
+    }
+}
+
+template <GgmlType T>
+void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
+    const Smem L(a);
+    const dim3 grid(static_cast<unsigned>((a.n_out + kRows - 1) / kRows), static_cast<unsigned>(max_active_experts));
+    HF2Q_ASSERT(grid.y <= 65535 && L.total > 0);
+    allow_smem<gemv_mma_kernel<T>>(kMaxSmem, 100);
+    launch(gemv_mma_kernel<T>, grid, kThreads, L.total, s, a, xq, L);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+bool gemv_mma_supported(const GemvArgs& a) {
+    if (!HF2Q_GEMV_MMA || a.offsets == nullptr) return false;
+    if (a.type != GgmlType::Q4_K && a.type != GgmlType::Q5_0 && a.type != GgmlType::Q8_0) return false;
+    const uint64_t unit = a.type == GgmlType::Q4_K ? 64 : 32;
+    // The staging copies 4-byte pieces; rows, experts and the first row start on
+    // 4-byte boundaries (Q4_K's headers and quants are read as 16- and 8-byte words:
+    // 16, which gemv_q8_supported asks of Q4_K already).
+    const uint64_t align = a.type == GgmlType::Q4_K ? 16 : 4;
+    return a.n_in > 0 && static_cast<uint64_t>(a.n_in) % unit == 0 && a.n_out > 0 && a.row_bytes % align == 0 &&
+           a.expert_bytes % align == 0 && reinterpret_cast<uintptr_t>(a.w) % align == 0 &&
+           Smem(a).total > 0;
+}
+
+void launch_gemv_mma(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
+    HF2Q_ASSERT(gemv_mma_supported(a));
+    if (a.n_out <= 0 || a.n_rows <= 0 || max_active_experts <= 0) return;
+    switch (a.type) {
+        case GgmlType::Q4_K: launch_type<GgmlType::Q4_K>(a, xq, max_active_experts, s); return;
+        case GgmlType::Q5_0: launch_type<GgmlType::Q5_0>(a, xq, max_active_experts, s); return;
+        case GgmlType::Q8_0: launch_type<GgmlType::Q8_0>(a, xq, max_active_experts, s); return;
+        default: HF2Q_ASSERT(false);
+    }
+}
+
+}  // namespace hf2q::cuda
