@@ -724,8 +724,12 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
     const int64_t E = 16, K = 4, F = 37;
     for (GgmlType t : kAllTypes) {
         if (!q8_gemv_type(t)) continue;
-        // 256: one pass of a warp's lanes per row; 2816: the decode width (three passes).
-        for (const int64_t H : {256, 2816})
+        // 256: one pass of a warp's lanes per row; 2816: the decode width (three
+        // passes); 704: the experts' down rows, whose 37-row experts of the 32-value
+        // formats start at every 4-byte offset modulo 16 (the tensor-core kernel
+        // stages them in 4- and 16-byte pieces).
+        const bool kquant = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+        for (const int64_t H : kquant ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{256, 704, 2816})
         for (int64_t T : {1, 3, 5, 16, 40}) {
             const auto ids = random_routing(rng, T, K, 12);  // experts 12..15 stay idle
             const size_t n = ids.size();

@@ -55,6 +55,13 @@ constexpr int kWarps = 4;     // split the units of the rows
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBias = 0x4B400000;  // 1.5·2^23 as float bits: sums of |s| < 2^22 stay exact
 constexpr size_t kReduceBytes = sizeof(float) * 4 * 32 * kWarps;
+// 1 (default): launches that cover every expert stage their weights before the
+// lookup (gemv_mma_kernel's direct); 0: never, for A/Bs. H200, 26B-A4B: 64 sequences
+// 3,843 / 3,855 -> 3,959 / 3,990 tokens/s, 32 sequences 2,424 -> 2,483.
+#ifndef HF2Q_GEMV_MMA_DIRECT
+#define HF2Q_GEMV_MMA_DIRECT 1
+#endif
+constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // the 2-byte-aligned loads may read up to 12 bytes past a row's end
@@ -212,22 +219,44 @@ __device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq,
     for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
 }
 
+// The tile of rows o0 .. o0 + rows of expert e: where it starts in global memory.
+__device__ __forceinline__ const uint8_t* tile_src(const GemvArgs& a, int e, int64_t o0) {
+    return a.w + static_cast<uint64_t>(e) * a.expert_bytes + static_cast<uint64_t>(o0) * a.row_bytes;
+}
+
+// direct: block row y works on expert y (the grid covers every expert; those
+// without rows leave), so the block knows its weights before the grouping exists
+// and stages them before it waits for the kernel before it (weights are the bytes
+// pdl_begin may be preceded by reads of, common.cuh), overlapping that kernel's
+// end and its own lookup of the offsets. Otherwise (fewer routed rows than
+// experts) block row y works on the y-th expert with rows, found first.
 template <GgmlType T>
-__global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L) {
+__global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
     using U = MmaUnit<T>;
     extern __shared__ __align__(16) uint8_t smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    pdl_begin();
-    const int e = active_expert<4>(a.offsets, a.n_experts, static_cast<int>(blockIdx.y));
-    if (e < 0) return;  // the same expert for every warp: the whole block leaves
-    const int64_t r0 = a.offsets[e], r1 = a.offsets[e + 1];
     const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kRows;
     const int rows = static_cast<int>(a.n_out - o0 < kRows ? a.n_out - o0 : kRows);
-    const uint8_t* src = a.w + static_cast<uint64_t>(e) * a.expert_bytes + static_cast<uint64_t>(o0) * a.row_bytes;
+    const uint32_t tile_bytes = static_cast<uint32_t>(rows) * static_cast<uint32_t>(a.row_bytes);
     // Rows past n_out are not staged: their sums are garbage and never written.
-    uint8_t* tile = smem + reinterpret_cast<uintptr_t>(src) % 16;
+    // The tile keeps its source's alignment modulo 16 (which differs between
+    // experts where expert_bytes is not a multiple of 16).
+    int e = static_cast<int>(blockIdx.y);
+    auto tile_at = [&] { return smem + reinterpret_cast<uintptr_t>(tile_src(a, e, o0)) % 16; };
+    if (direct) stage(tile_at(), tile_src(a, e, o0), tile_bytes);
+    pdl_begin();
+    if (!direct) {
+        e = active_expert<4>(a.offsets, a.n_experts, e);
+        if (e < 0) return;  // the same expert for every warp: the whole block leaves
+        stage(tile_at(), tile_src(a, e, o0), tile_bytes);
+    }
+    const uint8_t* tile = tile_at();
+    const int64_t r0 = a.offsets[e], r1 = a.offsets[e + 1];
+    if (r0 == r1) {  // direct only: an expert without rows
+        cp_async_wait<0>();  // no copy outlives the block
+        return;
+    }
     const uint32_t n_in = static_cast<uint32_t>(a.n_in), nb = n_in / 32;
-    stage(tile, src, static_cast<uint32_t>(rows) * static_cast<uint32_t>(a.row_bytes));
 
     const uint32_t row_bytes = static_cast<uint32_t>(a.row_bytes);  // a tile fits in shared memory
     const uint8_t* const row[2] = {tile + g * row_bytes, tile + (g + 8) * row_bytes};
@@ -287,7 +316,8 @@ void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts
     const dim3 grid(static_cast<unsigned>((a.n_out + kRows - 1) / kRows), static_cast<unsigned>(max_active_experts));
     HF2Q_ASSERT(grid.y <= 65535 && L.total > 0);
     allow_smem<gemv_mma_kernel<T>>(kMaxSmem, 100);
-    launch(gemv_mma_kernel<T>, grid, kThreads, L.total, s, a, xq, L);
+    const bool direct = kDirect && max_active_experts == a.n_experts;
+    launch(gemv_mma_kernel<T>, grid, kThreads, L.total, s, a, xq, L, direct);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
