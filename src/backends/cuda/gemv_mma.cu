@@ -62,6 +62,15 @@ constexpr size_t kReduceBytes = sizeof(float) * 4 * 32 * kWarps;
 #define HF2Q_GEMV_MMA_DIRECT 1
 #endif
 constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
+// Units a warp loads before it multiplies: 1 (default; PTX identical to 8e6e0a9's
+// kernel, the one measured on the H200). 2 puts more loads in flight against the
+// shared-memory and MMA latencies (56 / 56 / 62 registers for Q8_0 / Q5_0 / Q4_K
+// instead of 48 / 48 / 57, so the down kernels fit 8 blocks an SM instead of 9);
+// compiled, not yet measured (out/s18e.sh is that A/B).
+#ifndef HF2Q_GEMV_MMA_UNITS
+#define HF2Q_GEMV_MMA_UNITS 1
+#endif
+constexpr int kUnits = HF2Q_GEMV_MMA_UNITS;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // the 2-byte-aligned loads may read up to 12 bytes past a row's end
@@ -124,14 +133,18 @@ struct MmaUnit<GgmlType::Q4_K> {
     }
 };
 
-// Q8_0 (34-byte blocks: d, 32 signed quants; 2-byte aligned).
-template <>
-struct MmaUnit<GgmlType::Q8_0> {
+// What the 32-value formats share: a unit is one block with one scale, no min.
+struct BlockMmaUnit {
     static constexpr int kVals = 32, kSub = 1;
     static constexpr bool kMin = false;
     uint32_t a[kSub][4];
     float d[kSub][2], m[kSub][2];
     __device__ static uint32_t block(uint32_t u, int) { return u; }
+};
+
+// Q8_0 (34-byte blocks: d, 32 signed quants; 2-byte aligned).
+template <>
+struct MmaUnit<GgmlType::Q8_0> : BlockMmaUnit {
     __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -150,12 +163,7 @@ struct MmaUnit<GgmlType::Q8_0> {
 // fifth bit v (16 + v) of qh, minus 16. Lane t's values 8t .. 8t + 7 are the low
 // (t < 2) or high nibbles of bytes 8(t % 2) .. + 7 and qh byte t.
 template <>
-struct MmaUnit<GgmlType::Q5_0> {
-    static constexpr int kVals = 32, kSub = 1;
-    static constexpr bool kMin = false;
-    uint32_t a[kSub][4];
-    float d[kSub][2], m[kSub][2];
-    __device__ static uint32_t block(uint32_t u, int) { return u; }
+struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
     __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
         const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
 #pragma unroll
@@ -274,24 +282,35 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemvArgs a, Q8View x
         cp_async_wait<0>();
         __syncthreads();
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (uint32_t u = warp; u < units; u += kWarps) {
-            U w;
-            w.load(row, u, t);
+        // kUnits units a step, their shared-memory loads first; the units are still
+        // added in the order u = warp, warp + 4, ... (the same sums as one a step).
+        for (uint32_t u0 = warp; u0 < units; u0 += kWarps * kUnits) {
+            U w[kUnits];
+            bool valid[kUnits];
 #pragma unroll
-            for (int s = 0; s < U::kSub; ++s) {
-                const uint32_t j = U::block(u, s);
-                const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
-                int sum[4];
-                mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
-                const float2 x0 = ds0[j], x1 = ds1[j];
-                // sum[i]: weight row g + 8(i / 2), activation column 2t + i % 2.
+            for (int k = 0; k < kUnits; ++k) {
+                valid[k] = u0 + kWarps * k < units;
+                w[k].load(row, valid[k] ? u0 + kWarps * k : u0, t);
+            }
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const float dw = w.d[s][i / 2];
-                    const float2 xs = i % 2 ? x1 : x0;
-                    const float p = __int_as_float(sum[i]) - 12582912.0f;  // the exact integer sum
-                    acc[i] = fmaf(dw * xs.x, p, acc[i]);
-                    if constexpr (U::kMin) acc[i] = fmaf(-w.m[s][i / 2], xs.y, acc[i]);
+            for (int k = 0; k < kUnits; ++k) {
+                if (!valid[k]) continue;
+#pragma unroll
+                for (int s = 0; s < U::kSub; ++s) {
+                    const uint32_t j = U::block(u0 + kWarps * k, s);
+                    const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
+                    int sum[4];
+                    mma_s8(sum, w[k].a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
+                    const float2 x0 = ds0[j], x1 = ds1[j];
+                    // sum[i]: weight row g + 8(i / 2), activation column 2t + i % 2.
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const float dw = w[k].d[s][i / 2];
+                        const float2 xs = i % 2 ? x1 : x0;
+                        const float p = __int_as_float(sum[i]) - 12582912.0f;  // the exact integer sum
+                        acc[i] = fmaf(dw * xs.x, p, acc[i]);
+                        if constexpr (U::kMin) acc[i] = fmaf(-w[k].m[s][i / 2], xs.y, acc[i]);
+                    }
                 }
             }
         }
