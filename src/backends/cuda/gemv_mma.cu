@@ -71,6 +71,15 @@ constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 #define HF2Q_GEMV_MMA_UNITS 1
 #endif
 constexpr int kUnits = HF2Q_GEMV_MMA_UNITS;
+// 1: the four lanes of a quad decode one of its four Q4_K (scale, min) pairs each
+// and share them by eight shuffles (the Q4_K kernel's PTX: 787 -> 738 lines, all in
+// the unit body; 60 registers instead of 57); 0 (default): each lane decodes all
+// four. Compiled, not yet measured: the Q4_K gate_up product is bound by the work
+// per 32-value block, not by its bytes (docs/performance.md, session 18).
+#ifndef HF2Q_GEMV_MMA_QUAD_SCALES
+#define HF2Q_GEMV_MMA_QUAD_SCALES 0
+#endif
+constexpr bool kQuadScales = HF2Q_GEMV_MMA_QUAD_SCALES != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // the 2-byte-aligned loads may read up to 12 bytes past a row's end
@@ -110,6 +119,10 @@ struct MmaUnit<GgmlType::Q4_K> {
     float d[kSub][2], m[kSub][2];
     __device__ static uint32_t block(uint32_t u, int s) { return (u / 4) * 8 + 2 * (u % 4) + s; }
     __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
+        if constexpr (kQuadScales) {
+            load_quad_scales(row, u, t);
+            return;
+        }
         const uint32_t b = u / 4, c = u % 4;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -125,11 +138,34 @@ struct MmaUnit<GgmlType::Q4_K> {
                 d[s][r] = dd * static_cast<float>(sc);
                 m[s][r] = dmin * static_cast<float>(mn);
             }
-            a[0][r] = q.x & 0x0F0F0F0Fu;
-            a[0][2 + r] = q.y & 0x0F0F0F0Fu;
-            a[1][r] = (q.x >> 4) & 0x0F0F0F0Fu;
-            a[1][2 + r] = (q.y >> 4) & 0x0F0F0F0Fu;
+            quants(r, q);
         }
+    }
+    // The four lanes of a quad need the same four (row, sub-block) pairs: lane t
+    // decodes pair (t / 2, t % 2), the others fetch it (all 32 lanes call this).
+    __device__ void load_quad_scales(const uint8_t* const (&row)[2], uint32_t u, int t) {
+        const uint32_t b = u / 4, c = u % 4;
+        const uint4 hd = *reinterpret_cast<const uint4*>((t < 2 ? row[0] : row[1]) + b * 144);
+        int sc, mn;
+        kscale_header_select(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), static_cast<int>(2 * c) + t % 2, sc, mn);
+        const float dv = half_bits(hd.x) * static_cast<float>(sc), mv = half_bits(hd.x >> 16) * static_cast<float>(mn);
+        const int quad = static_cast<int>(threadIdx.x % 32) & ~3;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int s = 0; s < kSub; ++s) {
+                d[s][r] = __shfl_sync(0xffffffffu, dv, quad + 2 * r + s);
+                m[s][r] = __shfl_sync(0xffffffffu, mv, quad + 2 * r + s);
+            }
+            quants(r, *reinterpret_cast<const uint2*>(row[r] + b * 144 + 16 + 32 * c + 8 * t));
+        }
+    }
+    // Row r's 8 quant bytes as the A fragments of both sub-blocks.
+    __device__ void quants(int r, uint2 q) {
+        a[0][r] = q.x & 0x0F0F0F0Fu;
+        a[0][2 + r] = q.y & 0x0F0F0F0Fu;
+        a[1][r] = (q.x >> 4) & 0x0F0F0F0Fu;
+        a[1][2 + r] = (q.y >> 4) & 0x0F0F0F0Fu;
     }
 };
 
