@@ -29,7 +29,7 @@
 // hold values 8t .. 8t+7 of the block (the same permutation of k in both operands,
 // so the sums are unchanged): its activations are one 8-byte load, its weights one
 // 8-byte piece per row. The int32 sums start at the bits of 1.5·2^23, so they come
-// out as floats (dequant.cuh's small_int) without conversions.
+// out as floats without conversions (the trick of dequant.cuh's small_int).
 //
 // Results: the same integer sums per block as the dp4a kernel, scaled and added in
 // another order (within float rounding of it; tests/cuda/cuda_ops_test.cpp).
@@ -66,7 +66,7 @@ constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 // kernel, the one measured on the H200). 2 puts more loads in flight against the
 // shared-memory and MMA latencies (56 / 56 / 62 registers for Q8_0 / Q5_0 / Q4_K
 // instead of 48 / 48 / 57, so the down kernels fit 8 blocks an SM instead of 9);
-// compiled, not yet measured (out/s18e.sh is that A/B).
+// compiled, not yet measured (docs/performance.md, session 18, has its A/B).
 #ifndef HF2Q_GEMV_MMA_UNITS
 #define HF2Q_GEMV_MMA_UNITS 1
 #endif
