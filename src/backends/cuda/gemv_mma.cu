@@ -82,13 +82,14 @@ constexpr int kUnits = HF2Q_GEMV_MMA_UNITS;
 constexpr bool kQuadScales = HF2Q_GEMV_MMA_QUAD_SCALES != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
-constexpr size_t kPad = 16;  // the 2-byte-aligned loads may read up to 12 bytes past a row's end
+constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
 
-__device__ __forceinline__ float half_at_smem(const uint8_t* p) {
-    return __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(p)));
-}
 // 8 (4) bytes at a 2-byte aligned address of shared memory: aligned words joined by
-// funnel shifts (a shift of 0 takes the first word whole).
+// funnel shifts (a shift of 0 takes the first word whole). Unlike dequant.cuh's
+// load8_a2, which must not read past a global row and so loads the third word only
+// when the address is misaligned, these always load it (the tile's kPad bytes allow
+// it): measured on the H200 in this form, and load8_a2's select costs the Q8_0
+// kernel 8 more registers (48 -> 56, one block an SM fewer).
 __device__ __forceinline__ uint2 lds8_a2(const uint8_t* p) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
@@ -186,7 +187,7 @@ struct MmaUnit<GgmlType::Q8_0> : BlockMmaUnit {
         for (int r = 0; r < 2; ++r) {
             const uint8_t* blk = row[r] + u * 34;
             const uint2 q = lds8_a2(blk + 2 + 8 * t);
-            d[0][r] = half_at_smem(blk);
+            d[0][r] = half_bits(half_at(blk));
             m[0][r] = 0.0f;
             a[0][r] = q.x;
             a[0][2 + r] = q.y;
@@ -207,7 +208,7 @@ struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
             const uint8_t* blk = row[r] + u * 22;
             const uint32_t qh = lds4_a2(blk + 2) >> (8 * t);
             const uint2 q = lds8_a2(blk + 6 + 8 * (t % 2));
-            d[0][r] = half_at_smem(blk);
+            d[0][r] = half_bits(half_at(blk));
             m[0][r] = 0.0f;
             a[0][r] = sub_small_bytes(((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh), 0x10101010u);
             a[0][2 + r] = sub_small_bytes(((q.y >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh >> 4), 0x10101010u);
