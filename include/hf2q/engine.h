@@ -102,9 +102,9 @@ enum class DevicePrecision { tensor_cores, f32 };
 // 4 per row of head_dim values: 8-bit codes with a scale per (position, KV head) row,
 // as llama.cpp's q8_0 cache with one scale per row; its rounding is at most 1/254 of
 // the row's largest value: about a third of e4m3's error, measured, and still well
-// above f16's; docs/performance.md). K and V are
-// rounded once, when stored; attention reads them back exactly and computes in f32 on
-// every backend, so CPU and GPU still agree.
+// above f16's; docs/performance.md). K and V are rounded once, when stored; attention
+// reads them back exactly and computes in f32 on every backend, so CPU and GPU still
+// agree.
 enum class KvCacheType { f16, f32, e4m3, int8 };
 
 struct ContextOptions {
