@@ -87,6 +87,10 @@ float quantize_row_i8(const float* x, int8_t* c, int64_t n) {
     return d;
 }
 
+void quantize_rows_i8(const float* x, int8_t* c, float* d, int64_t nrows, int64_t n) {
+    for (int64_t r = 0; r < nrows; ++r) d[r] = quantize_row_i8(x + r * n, c + r * n, n);
+}
+
 float fp16_to_fp32(uint16_t h) {
     return detail::half_to_float(h);
 }

@@ -49,6 +49,8 @@ float e4m3_to_fp32(uint8_t c);
 // ±127, NaN to 0; all zeros when d is 0), so that c[i] · d is within d / 2 of x[i]. Returns d.
 // The CUDA stores compute the same d and codes bit for bit.
 float quantize_row_i8(const float* x, int8_t* c, int64_t n);
+// quantize_row_i8 over nrows contiguous rows of n values: codes to c[r·n..], scales to d[r].
+void quantize_rows_i8(const float* x, int8_t* c, float* d, int64_t nrows, int64_t n);
 inline float bf16_to_fp32(uint16_t h) {
     uint32_t u = static_cast<uint32_t>(h) << 16;
     float f;

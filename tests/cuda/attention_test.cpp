@@ -277,8 +277,7 @@ class CudaAttention : public ::testing::Test {
             auto code = [&](const std::vector<float>& x, std::vector<int8_t>& q, std::vector<float>& sc) {
                 q.resize(x.size());
                 sc.resize(x.size() / hd);
-                for (size_t r = 0; r < sc.size(); ++r)
-                    sc[r] = quant::quantize_row_i8(x.data() + r * hd, q.data() + r * hd, c.head_dim);
+                quant::quantize_rows_i8(x.data(), q.data(), sc.data(), static_cast<int64_t>(sc.size()), c.head_dim);
             };
             code(s.k_pool, b.ki, b.ks);
             code(s.v_pool, b.vi, b.vs);

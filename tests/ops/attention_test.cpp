@@ -270,14 +270,13 @@ TEST(Attention, I8CacheIsTheRoundedF32CacheToRounding) {
         const size_t hd = size_t(s.head_dim), rows = u.k_pool.size() / hd;
         std::vector<int8_t> kc(u.k_pool.size()), vc(u.v_pool.size());
         std::vector<float> ks(rows), vs(rows);
-        for (size_t r = 0; r < rows; ++r) {
-            ks[r] = quant::quantize_row_i8(u.k_pool.data() + r * hd, kc.data() + r * hd, s.head_dim);
-            vs[r] = quant::quantize_row_i8(u.v_pool.data() + r * hd, vc.data() + r * hd, s.head_dim);
+        quant::quantize_rows_i8(u.k_pool.data(), kc.data(), ks.data(), int64_t(rows), s.head_dim);
+        quant::quantize_rows_i8(u.v_pool.data(), vc.data(), vs.data(), int64_t(rows), s.head_dim);
+        for (size_t r = 0; r < rows; ++r)
             for (size_t i = 0; i < hd; ++i) {
                 u.k_pool[r * hd + i] = static_cast<float>(kc[r * hd + i]) * ks[r];
                 u.v_pool[r * hd + i] = static_cast<float>(vc[r * hd + i]) * vs[r];
             }
-        }
         const auto rounded = run_both(std::vector<float>(u.q.size(), 0.0f),
                                       [&](ops::Backend& be, float* out) { be.attention(u.params(s, out)); });
         const auto coded = run_both(std::vector<float>(u.q.size(), 0.0f), [&](ops::Backend& be, float* out) {

@@ -2,6 +2,7 @@
 // argument checks, round-trip error bounds on gaussian data and vec_dot on odd row lengths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -191,6 +192,23 @@ TEST(I8Row, ZeroRowsAndNaN) {
     EXPECT_EQ(c[0], 0);
     EXPECT_EQ(c[1], 127);
     EXPECT_EQ(c[2], -1);
+}
+
+// quantize_rows_i8 is quantize_row_i8 on each contiguous row (a zero row included).
+TEST(I8Row, RowsAreEachRow) {
+    std::mt19937 rng(12);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int64_t rows = 5, n = 37;
+    std::vector<float> x(size_t(rows * n));
+    for (float& v : x) v = nd(rng);
+    std::fill_n(x.begin() + 2 * n, n, 0.0f);
+    std::vector<int8_t> c(x.size()), want(x.size());
+    std::vector<float> d(size_t(rows), -1.0f);
+    quantize_rows_i8(x.data(), c.data(), d.data(), rows, n);
+    for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(d[size_t(r)], quantize_row_i8(x.data() + r * n, want.data() + r * n, n)) << r;
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(c[size_t(r * n + i)], want[size_t(r * n + i)]) << r << " " << i;
+    }
 }
 
 // Independent check of the rounding: the result is a nearest half, and on a tie the even one.

@@ -53,7 +53,7 @@ void scatter_add(Context& c, const ops::ScatterAddParams& p) {
 
 // One row of values into a pool row of type t: the quantizer's F32 row (a copy) or
 // F16 row (ggml's round to nearest even), E4M3 codes (quant::fp32_to_e4m3), or i8
-// codes with a scale per head_dim values (quant::quantize_row_i8) into scale.
+// codes with a scale per head_dim values (quant::quantize_rows_i8) into scale.
 static void store_kv_row(const float* src, void* pool, float* scale, int64_t slot, const ops::KvStoreParams& p) {
     const int64_t row = p.row;
     const ops::KvType t = p.kv_type;
@@ -64,9 +64,7 @@ static void store_kv_row(const float* src, void* pool, float* scale, int64_t slo
     }
     if (t == ops::KvType::i8) {
         const int64_t heads = row / p.head_dim;
-        for (int64_t h = 0; h < heads; ++h)
-            scale[slot * heads + h] = quant::quantize_row_i8(
-                src + h * p.head_dim, reinterpret_cast<int8_t*>(dst) + h * p.head_dim, p.head_dim);
+        quant::quantize_rows_i8(src, reinterpret_cast<int8_t*>(dst), scale + slot * heads, heads, p.head_dim);
         return;
     }
     const GgmlType type = t == ops::KvType::f16 ? GgmlType::F16 : GgmlType::F32;
