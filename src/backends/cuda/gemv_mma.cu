@@ -62,24 +62,6 @@ constexpr size_t kReduceBytes = sizeof(float) * 4 * 32 * kWarps;
 #define HF2Q_GEMV_MMA_DIRECT 1
 #endif
 constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
-// Units a warp loads before it multiplies: 1 (default; PTX identical to 8e6e0a9's
-// kernel, the one measured on the H200). 2 puts more loads in flight against the
-// shared-memory and MMA latencies (56 / 56 / 62 registers for Q8_0 / Q5_0 / Q4_K
-// instead of 48 / 48 / 57, so the down kernels fit 8 blocks an SM instead of 9);
-// compiled, not yet measured (docs/performance.md, session 18, has its A/B).
-#ifndef HF2Q_GEMV_MMA_UNITS
-#define HF2Q_GEMV_MMA_UNITS 1
-#endif
-constexpr int kUnits = HF2Q_GEMV_MMA_UNITS;
-// 1: the four lanes of a quad decode one of its four Q4_K (scale, min) pairs each
-// and share them by eight shuffles (the Q4_K kernel's PTX: 787 -> 738 lines, all in
-// the unit body; 60 registers instead of 57); 0 (default): each lane decodes all
-// four. Compiled, not yet measured: the Q4_K gate_up product is bound by the work
-// per 32-value block, not by its bytes (docs/performance.md, session 18).
-#ifndef HF2Q_GEMV_MMA_QUAD_SCALES
-#define HF2Q_GEMV_MMA_QUAD_SCALES 0
-#endif
-constexpr bool kQuadScales = HF2Q_GEMV_MMA_QUAD_SCALES != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -120,10 +102,6 @@ struct MmaUnit<GgmlType::Q4_K> {
     float d[kSub][2], m[kSub][2];
     __device__ static uint32_t block(uint32_t u, int s) { return (u / 4) * 8 + 2 * (u % 4) + s; }
     __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
-        if constexpr (kQuadScales) {
-            load_quad_scales(row, u, t);
-            return;
-        }
         const uint32_t b = u / 4, c = u % 4;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -140,25 +118,6 @@ struct MmaUnit<GgmlType::Q4_K> {
                 m[s][r] = dmin * static_cast<float>(mn);
             }
             quants(r, q);
-        }
-    }
-    // The four lanes of a quad need the same four (row, sub-block) pairs: lane t
-    // decodes pair (t / 2, t % 2), the others fetch it (all 32 lanes call this).
-    __device__ void load_quad_scales(const uint8_t* const (&row)[2], uint32_t u, int t) {
-        const uint32_t b = u / 4, c = u % 4;
-        const uint4 hd = *reinterpret_cast<const uint4*>((t < 2 ? row[0] : row[1]) + b * 144);
-        int sc, mn;
-        kscale_header_select(make_uint2(hd.x, hd.y), make_uint2(hd.z, hd.w), static_cast<int>(2 * c) + t % 2, sc, mn);
-        const float dv = half_bits(hd.x) * static_cast<float>(sc), mv = half_bits(hd.x >> 16) * static_cast<float>(mn);
-        const int quad = static_cast<int>(threadIdx.x % 32) & ~3;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-#pragma unroll
-            for (int s = 0; s < kSub; ++s) {
-                d[s][r] = __shfl_sync(0xffffffffu, dv, quad + 2 * r + s);
-                m[s][r] = __shfl_sync(0xffffffffu, mv, quad + 2 * r + s);
-            }
-            quants(r, *reinterpret_cast<const uint2*>(row[r] + b * 144 + 16 + 32 * c + 8 * t));
         }
     }
     // Row r's 8 quant bytes as the A fragments of both sub-blocks.
@@ -319,35 +278,24 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemvArgs a, Q8View x
         cp_async_wait<0>();
         __syncthreads();
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        // kUnits units a step, their shared-memory loads first; the units are still
-        // added in the order u = warp, warp + 4, ... (the same sums as one a step).
-        for (uint32_t u0 = warp; u0 < units; u0 += kWarps * kUnits) {
-            U w[kUnits];
-            bool valid[kUnits];
+        for (uint32_t u = warp; u < units; u += kWarps) {
+            U w;
+            w.load(row, u, t);
 #pragma unroll
-            for (int k = 0; k < kUnits; ++k) {
-                valid[k] = u0 + kWarps * k < units;
-                w[k].load(row, valid[k] ? u0 + kWarps * k : u0, t);
-            }
+            for (int s = 0; s < U::kSub; ++s) {
+                const uint32_t j = U::block(u, s);
+                const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
+                int sum[4];
+                mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
+                const float2 x0 = ds0[j], x1 = ds1[j];
+                // sum[i]: weight row g + 8(i / 2), activation column 2t + i % 2.
 #pragma unroll
-            for (int k = 0; k < kUnits; ++k) {
-                if (!valid[k]) continue;
-#pragma unroll
-                for (int s = 0; s < U::kSub; ++s) {
-                    const uint32_t j = U::block(u0 + kWarps * k, s);
-                    const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
-                    int sum[4];
-                    mma_s8(sum, w[k].a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
-                    const float2 x0 = ds0[j], x1 = ds1[j];
-                    // sum[i]: weight row g + 8(i / 2), activation column 2t + i % 2.
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const float dw = w[k].d[s][i / 2];
-                        const float2 xs = i % 2 ? x1 : x0;
-                        const float p = __int_as_float(sum[i]) - 12582912.0f;  // the exact integer sum
-                        acc[i] = fmaf(dw * xs.x, p, acc[i]);
-                        if constexpr (U::kMin) acc[i] = fmaf(-w[k].m[s][i / 2], xs.y, acc[i]);
-                    }
+                for (int i = 0; i < 4; ++i) {
+                    const float dw = w.d[s][i / 2];
+                    const float2 xs = i % 2 ? x1 : x0;
+                    const float p = __int_as_float(sum[i]) - 12582912.0f;  // the exact integer sum
+                    acc[i] = fmaf(dw * xs.x, p, acc[i]);
+                    if constexpr (U::kMin) acc[i] = fmaf(-w.m[s][i / 2], xs.y, acc[i]);
                 }
             }
         }
