@@ -31,6 +31,15 @@
 // 8-byte piece per row. The int32 sums start at the bits of 1.5·2^23, so they come
 // out as floats without conversions (the trick of dequant.cuh's small_int).
 //
+// Paired passes (Q4_K): an expert has about 4 routed rows at 64 sequences, so a pass
+// of 8 columns would leave half of every lane's sums, and the scaling spent on them,
+// empty. A pass of at most 4 rows puts a unit's two sub-blocks side by side in the 8
+// columns instead (PairUnit), so each lane decodes and scales 4 real sums of one
+// sub-block. The kernel spends its time issuing instructions (ncu, session 19: 70-83 %
+// of issue slots busy, the integer pipe the busiest), so the per-block work is what
+// counts, not the bytes. H200, 512 routed rows: gate_up 165 -> 137 us; 64 sequences
+// 3,980 / 3,947 -> 4,230 / 4,219 tokens/s (docs/performance.md, session 19).
+//
 // Results: the same integer sums per block as the dp4a kernel, scaled and added in
 // another order (within float rounding of it; tests/cuda/cuda_ops_test.cpp).
 #include "backends/cuda/byte_lanes.cuh"
@@ -62,6 +71,12 @@ constexpr size_t kReduceBytes = sizeof(float) * 4 * 32 * kWarps;
 #define HF2Q_GEMV_MMA_DIRECT 1
 #endif
 constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
+// 1 (default): Q4_K passes of at most 4 activation rows are paired (PairUnit); 0:
+// every pass is full, for A/Bs.
+#ifndef HF2Q_GEMV_MMA_PAIRED
+#define HF2Q_GEMV_MMA_PAIRED 1
+#endif
+constexpr bool kPaired = HF2Q_GEMV_MMA_PAIRED != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -72,17 +87,36 @@ constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
 // when the address is misaligned, these always load it (the tile's kPad bytes allow
 // it): measured on the H200 in this form, and load8_a2's select costs the Q8_0
 // kernel 8 more registers (48 -> 56, one block an SM fewer).
-__device__ __forceinline__ uint2 lds8_a2(const uint8_t* p) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
-    const uint32_t sh = static_cast<uint32_t>(a & 3) * 8;
-    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
+//
+// They take the 32-bit shared-window address: the aligned address rebuilt from the
+// integer value of a generic pointer loses its address space, and the loads became
+// generic (PTX ld.u32 with 64-bit address arithmetic, about ten more instructions a
+// row and unit). H200, session 19, 512 routed rows: down Q5_0 114 -> 105 us, Q8_0
+// 87 -> 84 us (with min_blocks).
+__device__ __forceinline__ uint2 lds8_a2(uint32_t a) {
+    uint32_t w0, w1, w2;
+    asm volatile("ld.shared.u32 %0, [%3];\n\tld.shared.u32 %1, [%3+4];\n\tld.shared.u32 %2, [%3+8];\n"
+                 : "=r"(w0), "=r"(w1), "=r"(w2)
+                 : "r"(a & ~3u));
+    const uint32_t sh = (a & 3) * 8;
     return make_uint2(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh));
 }
-__device__ __forceinline__ uint32_t lds4_a2(const uint8_t* p) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
-    return __funnelshift_r(w[0], w[1], static_cast<uint32_t>(a & 3) * 8);
+__device__ __forceinline__ uint32_t lds4_a2(uint32_t a) {
+    uint32_t w0, w1;
+    asm volatile("ld.shared.u32 %0, [%2];\n\tld.shared.u32 %1, [%2+4];\n" : "=r"(w0), "=r"(w1) : "r"(a & ~3u));
+    return __funnelshift_r(w0, w1, (a & 3) * 8);
+}
+
+// 16 (8) bytes at an aligned 32-bit shared address.
+__device__ __forceinline__ uint4 lds16(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ uint2 lds8(uint32_t a) {
+    uint2 v;
+    asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a));
+    return v;
 }
 
 // A unit of the weight rows g and g + 8 as MMA operands: a[s] is the A fragment of
@@ -129,6 +163,48 @@ struct MmaUnit<GgmlType::Q4_K> {
     }
 };
 
+// A paired pass's unit of Q4_K (at most 4 activation rows): its two sub-blocks side by
+// side. Two chained MMAs put sub-block s0's products with activation row n in column
+// n and s1's in column n + 4: k < 16 of MMA h holds values 8t + 4h .. 8t + 4h + 3 of
+// s0 (the low nibbles of the lane's quant bytes), k >= 16 the same values of s1 (the
+// high nibbles), and B column g carries activation row g % 4 of s0 (g < 4) or of s1,
+// zeros elsewhere. So every lane's four sums are real, and each lane decodes and
+// scales only its own sub-block (s0 for t < 2, s1 otherwise). a[h]: MMA h's A
+// fragment; d[r] (m[r]): the scale (min) of row g + 8r in the lane's sub-block.
+//
+// A warp's units all have chunk c = warp (kWarps == 4), so the lane's sub-block 2c +
+// t / 2 is fixed: kLow (c < 2) picks the branch of the scale decoding at compile
+// time, and sel is the byte of the header that holds the pair.
+template <bool kLow>
+struct PairUnit {
+    uint32_t a[2][4];
+    float d[2], m[2];
+    // row: the 32-bit shared addresses of rows g and g + 8; off: the Q4_K block's
+    // offset in them; qoff: the lane's 8 quant bytes in the block.
+    __device__ void load(const uint32_t (&row)[2], uint32_t off, uint32_t qoff, uint32_t sel) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint4 hd = lds16(row[r] + off);
+            const uint2 q = lds8(row[r] + off + qoff);
+            uint32_t sc, mn;
+            if constexpr (kLow) {  // pair j = sel: scales[j] and scales[j + 4], 6 bits each
+                sc = __byte_perm(hd.y, 0, sel) & 63;
+                mn = __byte_perm(hd.z, 0, sel) & 63;
+            } else {  // pair j = sel + 4: nibbles of scales[j + 4], top bits of scales[j - 4] and scales[j]
+                const uint32_t lo = __byte_perm(hd.w, 0, sel);
+                sc = (lo & 15) | ((__byte_perm(hd.y, 0, sel) >> 2) & 0x30);
+                mn = ((lo >> 4) & 15) | ((__byte_perm(hd.z, 0, sel) >> 2) & 0x30);
+            }
+            d[r] = half_bits(hd.x) * static_cast<float>(sc);
+            m[r] = half_bits(hd.x >> 16) * static_cast<float>(mn);
+            a[0][r] = q.x & 0x0F0F0F0Fu;
+            a[0][2 + r] = (q.x >> 4) & 0x0F0F0F0Fu;
+            a[1][r] = q.y & 0x0F0F0F0Fu;
+            a[1][2 + r] = (q.y >> 4) & 0x0F0F0F0Fu;
+        }
+    }
+};
+
 // What the 32-value formats share: a unit is one block with one scale, no min.
 struct BlockMmaUnit {
     static constexpr int kVals = 32, kSub = 1;
@@ -145,7 +221,7 @@ struct MmaUnit<GgmlType::Q8_0> : BlockMmaUnit {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const uint8_t* blk = row[r] + u * 34;
-            const uint2 q = lds8_a2(blk + 2 + 8 * t);
+            const uint2 q = lds8_a2(smem_u32(blk) + 2 + 8 * t);
             d[0][r] = half_bits(half_at(blk));
             m[0][r] = 0.0f;
             a[0][r] = q.x;
@@ -165,8 +241,9 @@ struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const uint8_t* blk = row[r] + u * 22;
-            const uint32_t qh = lds4_a2(blk + 2) >> (8 * t);
-            const uint2 q = lds8_a2(blk + 6 + 8 * (t % 2));
+            const uint32_t at = smem_u32(blk);
+            const uint32_t qh = lds4_a2(at + 2) >> (8 * t);
+            const uint2 q = lds8_a2(at + 6 + 8 * (t % 2));
             d[0][r] = half_bits(half_at(blk));
             m[0][r] = 0.0f;
             a[0][r] = sub_small_bytes(((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh), 0x10101010u);
@@ -228,6 +305,54 @@ __device__ __forceinline__ const uint8_t* tile_src(const GemvArgs& a, int e, int
     return a.w + static_cast<uint64_t>(e) * a.expert_bytes + static_cast<uint64_t>(o0) * a.row_bytes;
 }
 
+// One 16 × 8 tile of biased int32 sums (sum[i]: weight row g + 8(i / 2), column
+// 2t + i % 2) scaled into acc: dw (mw) the scales (mins) of rows g and g + 8, x0 and
+// x1 the (d, d·Σq) pairs of the columns' activation rows.
+template <bool kMin>
+__device__ __forceinline__ void scale_into(float (&acc)[4], const int (&sum)[4], const float (&dw)[2],
+                                           const float (&mw)[2], float2 x0, float2 x1) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 xs = i % 2 ? x1 : x0;
+        const float p = __int_as_float(sum[i]) - 12582912.0f;  // the exact integer sum
+        acc[i] = fmaf(dw[i / 2] * xs.x, p, acc[i]);
+        if constexpr (kMin) acc[i] = fmaf(-mw[i / 2], xs.y, acc[i]);
+    }
+}
+
+// A paired pass of Q4_K rows (at most 4 activation rows; PairUnit says how): acc[i]
+// gets column 2t + i % 2, activation row (2t + i % 2) % 4 in sub-block t / 2 of each
+// unit. kLow: warp < 2.
+template <bool kLow>
+__device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
+                                            const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp, int g,
+                                            int t, float (&acc)[4]) {
+    static_assert(kWarps == 4, "a warp's units share their chunk c = warp");
+    const uint32_t c = static_cast<uint32_t>(warp), j = 2 * c + static_cast<uint32_t>(t / 2);
+    const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
+    const uint32_t qoff = 16 + 32 * c + 8 * static_cast<uint32_t>(t), sel = kLow ? j : j - 4;
+    const int hi = g / 4;  // B column g: activation row g % 4 of sub-block hi
+    // The activation rows' block pair of a unit: 8b + 2c (s0) and + 1 (s1).
+    const uint32_t xrow = smem_u32(smem + L.x) + (g % 4) * L.x_stride + 8 * t + 32 * (2 * c + hi);
+    const float2* ds0 = ds_base + (2 * t % 4) * ds_stride + j;
+    const float2* ds1 = ds0 + ds_stride;
+    for (uint32_t b = 0, u = c; u < units; ++b, u += kWarps) {
+        PairUnit<kLow> w;
+        w.load(rs, b * 144, qoff, sel);
+        const uint2 xv = lds8(xrow + 256 * b);
+        int sum[4];
+        mma_s8(sum, w.a[0], hi ? 0u : xv.x, hi ? xv.x : 0u, kBias);
+        mma_s8_acc(sum, w.a[1], hi ? 0u : xv.y, hi ? xv.y : 0u);
+        scale_into<true>(acc, sum, w.d, w.m, ds0[8 * b], ds1[8 * b]);
+    }
+}
+
+// Blocks an SM should hold: the down products' tiles (32-value formats, 8-12 KB)
+// fit 10 by shared memory, so their registers are held to 48 (ptxas unrolls their
+// unit loop and took 56-64 otherwise). Q4_K's 55 KB allow 4 whatever its registers;
+// 0 leaves ptxas its own choice there (56; a minimum of 1 or 4 let it take 71-75).
+constexpr int min_blocks(GgmlType t) { return t == GgmlType::Q4_K ? 0 : 10; }
+
 // direct: block row y works on expert y (the grid covers every expert; those
 // without rows leave), so the block knows its weights before the grouping exists
 // and stages them before it waits for the kernel before it (weights are the bytes
@@ -235,7 +360,7 @@ __device__ __forceinline__ const uint8_t* tile_src(const GemvArgs& a, int e, int
 // end and its own lookup of the offsets. Otherwise (fewer routed rows than
 // experts) block row y works on the y-th expert with rows, found first.
 template <GgmlType T>
-__global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
+__global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
     using U = MmaUnit<T>;
     extern __shared__ __align__(16) uint8_t smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
@@ -267,39 +392,42 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemvArgs a, Q8View x
     const uint32_t units = n_in / U::kVals;
     float* red = reinterpret_cast<float*>(smem + L.red);
     for (int64_t c0 = r0; c0 < r1; c0 += kCols) {
-        const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
+        // Passes of 8 rows while more than 4 are left, then one paired pass (Q4_K).
         // Columns past nt read whatever their staged rows hold; their sums are not
         // written.
+        const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
+        const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
         stage_x(smem, L, xq, c0, nt, n_in);
         cp_async_commit();
-        const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
-        const float2* ds0 = reinterpret_cast<const float2*>(smem + L.ds) + 2 * t * nb;
-        const float2* ds1 = ds0 + nb;
+        const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
         cp_async_wait<0>();
         __syncthreads();
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (uint32_t u = warp; u < units; u += kWarps) {
-            U w;
-            w.load(row, u, t);
+        if constexpr (T == GgmlType::Q4_K) {
+            if (paired && warp < 2)
+                paired_pass<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+            else if (paired)
+                paired_pass<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+        }
+        if (!paired) {
+            const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
+            const float2* ds0 = ds_base + 2 * t * nb;
+            const float2* ds1 = ds0 + nb;
+            for (uint32_t u = warp; u < units; u += kWarps) {
+                U w;
+                w.load(row, u, t);
 #pragma unroll
-            for (int s = 0; s < U::kSub; ++s) {
-                const uint32_t j = U::block(u, s);
-                const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
-                int sum[4];
-                mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
-                const float2 x0 = ds0[j], x1 = ds1[j];
-                // sum[i]: weight row g + 8(i / 2), activation column 2t + i % 2.
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const float dw = w.d[s][i / 2];
-                    const float2 xs = i % 2 ? x1 : x0;
-                    const float p = __int_as_float(sum[i]) - 12582912.0f;  // the exact integer sum
-                    acc[i] = fmaf(dw * xs.x, p, acc[i]);
-                    if constexpr (U::kMin) acc[i] = fmaf(-w.m[s][i / 2], xs.y, acc[i]);
+                for (int s = 0; s < U::kSub; ++s) {
+                    const uint32_t j = U::block(u, s);
+                    const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
+                    int sum[4];
+                    mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
+                    scale_into<U::kMin>(acc, sum, w.d[s], w.m[s], ds0[j], ds1[j]);
                 }
             }
         }
-        // The four warps' partial sums, added in warp order.
+        // The four warps' partial sums, added in warp order (in a paired pass, each
+        // warp's columns n and n + 4: lanes l and l + 2).
         reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
         __syncthreads();
         {
@@ -308,6 +436,10 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemvArgs a, Q8View x
             float v = 0.0f;
 #pragma unroll
             for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l) * 4 + i];
+            if (paired && col < kCols / 2) {
+#pragma unroll
+                for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l + 2) * 4 + i];
+            }
             if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = v;
         }
         __syncthreads();  // red (and the staged rows) are written again by the next pass
