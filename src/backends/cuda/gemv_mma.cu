@@ -77,6 +77,14 @@ constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 #define HF2Q_GEMV_MMA_PAIRED 1
 #endif
 constexpr bool kPaired = HF2Q_GEMV_MMA_PAIRED != 0;
+// 1: Q5_0 and Q8_0 passes of at most 4 activation rows are paired too (PairBlocks);
+// 0 (default). Compiled, not yet measured: session 19's first version of it lost
+// (docs/performance.md), but it read its weights through generic loads and took 56-64
+// registers; this one has neither.
+#ifndef HF2Q_GEMV_MMA_PAIR32
+#define HF2Q_GEMV_MMA_PAIR32 0
+#endif
+constexpr bool kPair32 = HF2Q_GEMV_MMA_PAIR32 != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -214,14 +222,17 @@ struct BlockMmaUnit {
     __device__ static uint32_t block(uint32_t u, int) { return u; }
 };
 
-// Q8_0 (34-byte blocks: d, 32 signed quants; 2-byte aligned).
+// Q8_0 (34-byte blocks: d, 32 signed quants; 2-byte aligned). frag: lane t's values
+// 8t .. 8t + 7 of the block at shared address at, as signed bytes.
 template <>
 struct MmaUnit<GgmlType::Q8_0> : BlockMmaUnit {
+    static constexpr uint32_t kBytes = 34;
+    __device__ static uint2 frag(uint32_t at, int t) { return lds8_a2(at + 2 + 8 * t); }
     __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const uint8_t* blk = row[r] + u * 34;
-            const uint2 q = lds8_a2(smem_u32(blk) + 2 + 8 * t);
+            const uint8_t* blk = row[r] + u * kBytes;
+            const uint2 q = frag(smem_u32(blk), t);
             d[0][r] = half_bits(half_at(blk));
             m[0][r] = 0.0f;
             a[0][r] = q.x;
@@ -236,11 +247,19 @@ struct MmaUnit<GgmlType::Q8_0> : BlockMmaUnit {
 // (t < 2) or high nibbles of bytes 8(t % 2) .. + 7 and qh byte t.
 template <>
 struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
+    static constexpr uint32_t kBytes = 22;
+    __device__ static uint2 frag(uint32_t at, int t) {
+        const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
+        const uint32_t qh = lds4_a2(at + 2) >> (8 * t);
+        const uint2 q = lds8_a2(at + 6 + 8 * (t % 2));
+        return make_uint2(sub_small_bytes(((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh), 0x10101010u),
+                          sub_small_bytes(((q.y >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh >> 4), 0x10101010u));
+    }
     __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
         const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const uint8_t* blk = row[r] + u * 22;
+            const uint8_t* blk = row[r] + u * kBytes;
             const uint32_t at = smem_u32(blk);
             const uint32_t qh = lds4_a2(at + 2) >> (8 * t);
             const uint2 q = lds8_a2(at + 6 + 8 * (t % 2));
@@ -248,6 +267,38 @@ struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
             m[0][r] = 0.0f;
             a[0][r] = sub_small_bytes(((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh), 0x10101010u);
             a[0][2 + r] = sub_small_bytes(((q.y >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh >> 4), 0x10101010u);
+        }
+    }
+};
+
+// Paired passes of the 32-value formats (HF2Q_GEMV_MMA_PAIR32): as PairUnit, with a
+// warp's units u and u1 = u + kWarps as sub-blocks s0 and s1 (or u alone, s1's A
+// fragments zero and its sums exactly 0, where u + kWarps is past the row's end).
+// row: the 32-bit shared addresses of rows g and g + 8.
+template <GgmlType T>
+struct PairBlocks {
+    uint32_t a[2][4];
+    float d[2], m[2];
+    // 2 bytes at a 2-byte aligned 32-bit shared address (an fp16 scale's bits).
+    __device__ static uint32_t lds2(uint32_t a) {
+        unsigned short v;
+        asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(a));
+        return v;
+    }
+    __device__ void load(const uint32_t (&row)[2], uint32_t u, uint32_t u1, bool second, int t) {
+        using U = MmaUnit<T>;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t b0 = row[r] + u * U::kBytes, b1 = row[r] + u1 * U::kBytes;
+            const uint2 q0 = U::frag(b0, t);
+            uint2 q1 = U::frag(b1, t);
+            if (!second) q1 = make_uint2(0u, 0u);
+            d[r] = half_bits(lds2(t < 2 ? b0 : b1));
+            m[r] = 0.0f;
+            a[0][r] = q0.x;
+            a[0][2 + r] = q1.x;
+            a[1][r] = q0.y;
+            a[1][2 + r] = q1.y;
         }
     }
 };
@@ -347,6 +398,31 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
     }
 }
 
+// A paired pass of Q5_0 / Q8_0 rows (PairBlocks; acc as in paired_pass): a warp's
+// units u, u + kWarps are one pair, so it steps by 2 kWarps.
+template <GgmlType T>
+__device__ __forceinline__ void paired_pass32(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
+                                              const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp,
+                                              int g, int t, float (&acc)[4]) {
+    const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
+    const int hi = g / 4;  // B column g: activation row g % 4 of sub-block hi
+    const uint32_t xrow = smem_u32(smem + L.x) + (g % 4) * L.x_stride + 8 * t;
+    const float2* ds0 = ds_base + (2 * t % 4) * ds_stride;
+    const float2* ds1 = ds0 + ds_stride;
+    for (uint32_t u = static_cast<uint32_t>(warp); u < units; u += 2 * kWarps) {
+        const bool second = u + kWarps < units;
+        const uint32_t u1 = second ? u + kWarps : u;
+        PairBlocks<T> w;
+        w.load(rs, u, u1, second, t);
+        const uint2 xv = lds8(xrow + 32 * (hi ? u1 : u));
+        int sum[4];
+        mma_s8(sum, w.a[0], hi ? 0u : xv.x, hi ? xv.x : 0u, kBias);
+        mma_s8_acc(sum, w.a[1], hi ? 0u : xv.y, hi ? xv.y : 0u);
+        const uint32_t j = t < 2 ? u : u1;
+        scale_into<false>(acc, sum, w.d, w.m, ds0[j], ds1[j]);
+    }
+}
+
 // Blocks an SM should hold: the down products' tiles (32-value formats, 8-12 KB)
 // fit 10 by shared memory, so their registers are held to 48 (ptxas unrolls their
 // unit loop and took 56-64 otherwise). Q4_K's 55 KB allow 4 whatever its registers;
@@ -396,7 +472,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvA
         // Columns past nt read whatever their staged rows hold; their sums are not
         // written.
         const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
-        const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
+        const bool paired = (T == GgmlType::Q4_K || kPair32) && kPaired && nt <= kCols / 2;
         stage_x(smem, L, xq, c0, nt, n_in);
         cp_async_commit();
         const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
@@ -408,6 +484,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvA
                 paired_pass<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
             else if (paired)
                 paired_pass<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+        } else if constexpr (kPair32) {
+            if (paired) paired_pass32<T>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
         }
         if (!paired) {
             const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
