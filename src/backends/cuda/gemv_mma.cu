@@ -85,6 +85,15 @@ constexpr bool kPaired = HF2Q_GEMV_MMA_PAIRED != 0;
 #define HF2Q_GEMV_MMA_PAIR32 0
 #endif
 constexpr bool kPair32 = HF2Q_GEMV_MMA_PAIR32 != 0;
+// 1: Q4_K's full passes (5-8 activation rows, 37 % of the experts at 64 sequences,
+// about half the gate_up time once the rest are paired) take full_pass_q4k: the
+// paired pass's hoisting (the scale decoding's branch fixed per warp, 32-bit shared
+// addresses) with the full pass's arithmetic, so the same results to the bit. 0
+// (default). Compiled, not yet measured.
+#ifndef HF2Q_GEMV_MMA_FULL_Q4K
+#define HF2Q_GEMV_MMA_FULL_Q4K 0
+#endif
+constexpr bool kFullQ4k = HF2Q_GEMV_MMA_FULL_Q4K != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -171,6 +180,21 @@ struct MmaUnit<GgmlType::Q4_K> {
     }
 };
 
+// The (scale, min) pair j of a Q4_K block header hd, with j < 4 (kLow) or not known
+// at compile time: sel = j (kLow) or j - 4. The same values as dequant.cuh's
+// kscale_header_select without its select between the two encodings.
+template <bool kLow>
+__device__ __forceinline__ void kscale_pair(const uint4& hd, uint32_t sel, uint32_t& sc, uint32_t& mn) {
+    if constexpr (kLow) {  // scales[j] and scales[j + 4], 6 bits each
+        sc = __byte_perm(hd.y, 0, sel) & 63;
+        mn = __byte_perm(hd.z, 0, sel) & 63;
+    } else {  // nibbles of scales[j + 4], top bits of scales[j - 4] and scales[j]
+        const uint32_t lo = __byte_perm(hd.w, 0, sel);
+        sc = (lo & 15) | ((__byte_perm(hd.y, 0, sel) >> 2) & 0x30);
+        mn = ((lo >> 4) & 15) | ((__byte_perm(hd.z, 0, sel) >> 2) & 0x30);
+    }
+}
+
 // A paired pass's unit of Q4_K (at most 4 activation rows): its two sub-blocks side by
 // side. Two chained MMAs put sub-block s0's products with activation row n in column
 // n and s1's in column n + 4: k < 16 of MMA h holds values 8t + 4h .. 8t + 4h + 3 of
@@ -195,19 +219,40 @@ struct PairUnit {
             const uint4 hd = lds16(row[r] + off);
             const uint2 q = lds8(row[r] + off + qoff);
             uint32_t sc, mn;
-            if constexpr (kLow) {  // pair j = sel: scales[j] and scales[j + 4], 6 bits each
-                sc = __byte_perm(hd.y, 0, sel) & 63;
-                mn = __byte_perm(hd.z, 0, sel) & 63;
-            } else {  // pair j = sel + 4: nibbles of scales[j + 4], top bits of scales[j - 4] and scales[j]
-                const uint32_t lo = __byte_perm(hd.w, 0, sel);
-                sc = (lo & 15) | ((__byte_perm(hd.y, 0, sel) >> 2) & 0x30);
-                mn = ((lo >> 4) & 15) | ((__byte_perm(hd.z, 0, sel) >> 2) & 0x30);
-            }
+            kscale_pair<kLow>(hd, sel, sc, mn);
             d[r] = half_bits(hd.x) * static_cast<float>(sc);
             m[r] = half_bits(hd.x >> 16) * static_cast<float>(mn);
             a[0][r] = q.x & 0x0F0F0F0Fu;
             a[0][2 + r] = (q.x >> 4) & 0x0F0F0F0Fu;
             a[1][r] = q.y & 0x0F0F0F0Fu;
+            a[1][2 + r] = (q.y >> 4) & 0x0F0F0F0Fu;
+        }
+    }
+};
+
+// A full pass's unit of Q4_K in the same form as PairUnit (HF2Q_GEMV_MMA_FULL_Q4K):
+// both sub-blocks' pairs, decoded with the branch fixed per warp, from 32-bit shared
+// addresses; the same values as MmaUnit<Q4_K>, so the same sums to the bit.
+template <bool kLow>
+struct FullUnitQ4K {
+    uint32_t a[2][4];
+    float d[2][2], m[2][2];
+    __device__ void load(const uint32_t (&row)[2], uint32_t off, uint32_t qoff, uint32_t sel) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint4 hd = lds16(row[r] + off);
+            const uint2 q = lds8(row[r] + off + qoff);
+            const float dd = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+                uint32_t sc, mn;
+                kscale_pair<kLow>(hd, sel + static_cast<uint32_t>(s), sc, mn);
+                d[s][r] = dd * static_cast<float>(sc);
+                m[s][r] = dmin * static_cast<float>(mn);
+            }
+            a[0][r] = q.x & 0x0F0F0F0Fu;
+            a[0][2 + r] = q.y & 0x0F0F0F0Fu;
+            a[1][r] = (q.x >> 4) & 0x0F0F0F0Fu;
             a[1][2 + r] = (q.y >> 4) & 0x0F0F0F0Fu;
         }
     }
@@ -398,6 +443,32 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
     }
 }
 
+// A full pass of Q4_K rows (5 to 8 activation rows; HF2Q_GEMV_MMA_FULL_Q4K): the
+// default loop's units and order, with FullUnitQ4K. kLow: warp < 2.
+template <bool kLow>
+__device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
+                                              const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp,
+                                              int g, int t, float (&acc)[4]) {
+    static_assert(kWarps == 4, "a warp's units share their chunk c = warp");
+    const uint32_t c = static_cast<uint32_t>(warp);
+    const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
+    const uint32_t qoff = 16 + 32 * c + 8 * static_cast<uint32_t>(t), sel = kLow ? 2 * c : 2 * c - 4;
+    const uint32_t xrow = smem_u32(smem + L.x) + g * L.x_stride + 8 * t + 64 * c;  // block 8b + 2c
+    const float2* ds0 = ds_base + 2 * t * ds_stride + 2 * c;
+    const float2* ds1 = ds0 + ds_stride;
+    for (uint32_t b = 0, u = c; u < units; ++b, u += kWarps) {
+        FullUnitQ4K<kLow> w;
+        w.load(rs, b * 144, qoff, sel);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            const uint2 xv = lds8(xrow + 256 * b + 32 * s);
+            int sum[4];
+            mma_s8(sum, w.a[s], xv.x, xv.y, kBias);
+            scale_into<MmaUnit<GgmlType::Q4_K>::kMin>(acc, sum, w.d[s], w.m[s], ds0[8 * b + s], ds1[8 * b + s]);
+        }
+    }
+}
+
 // A paired pass of Q5_0 / Q8_0 rows (PairBlocks; acc as in paired_pass): a warp's
 // units u, u + kWarps are one pair, so it steps by 2 kWarps.
 template <GgmlType T>
@@ -487,7 +558,12 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvA
         } else if constexpr (kPair32) {
             if (paired) paired_pass32<T>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
         }
-        if (!paired) {
+        if constexpr (T == GgmlType::Q4_K && kFullQ4k) {
+            if (!paired && warp < 2)
+                full_pass_q4k<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+            else if (!paired)
+                full_pass_q4k<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+        } else if (!paired) {
             const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
             const float2* ds0 = ds_base + 2 * t * nb;
             const float2* ds1 = ds0 + nb;
