@@ -290,6 +290,9 @@ struct MmaUnit<GgmlType::Q8_0> : BlockMmaUnit {
 // v < 16 is the low nibble of quant byte v, value 16 + v its high nibble, each with
 // fifth bit v (16 + v) of qh, minus 16. Lane t's values 8t .. 8t + 7 are the low
 // (t < 2) or high nibbles of bytes 8(t % 2) .. + 7 and qh byte t.
+// load repeats frag's decoding instead of calling it: called, the loads come out in
+// another order, and the default kernel's PTX should stay the measured one until
+// HF2Q_GEMV_MMA_PAIR32 (frag's only user) has its A/B.
 template <>
 struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
     static constexpr uint32_t kBytes = 22;
