@@ -752,6 +752,51 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
     }
 }
 
+// The tensor-core expert GEMV's pass boundaries (gemv_mma.cu): experts with 1-4 routed
+// rows take one paired pass, 5-8 one full pass, 9-12 a full pass and a paired one,
+// and so on. Routing with fixed counts per expert (top-1, tokens interleaved so the
+// gathered rows are scattered) checks each expert's rows on its own, so an error in
+// one kind of pass names its expert and count.
+TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
+    const std::vector<int> counts = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 0, 1, 4};
+    const int64_t E = static_cast<int64_t>(counts.size()), F = 37;
+    std::vector<int32_t> ids;
+    for (int round = 0; round < 17; ++round)
+        for (int64_t e = 0; e < E; ++e)
+            if (round < counts[static_cast<size_t>(e)]) ids.push_back(static_cast<int32_t>(e));
+    const int64_t T = static_cast<int64_t>(ids.size());  // 102 routed rows > 16 experts
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0}) {
+        for (const int64_t H : t == GgmlType::Q4_K ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{256, 704}) {
+            const size_t n = ids.size();
+            std::vector<int32_t> off(E + 1), rows(n), slot(n);
+            cpu->moe_group({ids.data(), T, 1, E, off.data(), rows.data(), slot.data()});
+            for (int64_t e = 0; e < E; ++e) ASSERT_EQ(off[e + 1] - off[e], counts[static_cast<size_t>(e)]);
+            const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
+            auto x = q8_grid_activations(rng, T, H);
+            std::vector<float> ref(n * F);
+            ops::MoeMatmulParams m = cpu_moe_reference(*cpu, t, wq, row_bytes, E, F, H, off, rows, x, n, ref);
+            m.w.data = dev(wq);
+            m.offsets = dev(off);
+            m.host_offsets = nullptr;
+            m.x_rows = dev(rows);
+            m.x = dev(x);
+            float* dy = gpu->alloc_array<float>(ref.size());
+            m.y = dy;
+            gpu->moe_matmul(m);
+            const auto got = host(dy, ref.size());
+            for (int64_t e = 0; e < E; ++e) {
+                if (off[e] == off[e + 1]) continue;
+                const auto a = static_cast<size_t>(off[e]) * F, b = static_cast<size_t>(off[e + 1]) * F;
+                EXPECT_LT(rel_err(std::vector<float>(got.begin() + a, got.begin() + b),
+                                  std::vector<float>(ref.begin() + a, ref.begin() + b)),
+                          2e-6)
+                    << ggml_type_name(t) << " H=" << H << " expert " << e << " with " << counts[static_cast<size_t>(e)]
+                    << " rows";
+            }
+        }
+    }
+}
+
 // Several weights on one input (q/k/v, gate/up): the same results as one matmul per
 // weight, to the bit (the activations are quantized once and each row is computed
 // as in its own launch), with types that share a launch, a type of its own launch,
