@@ -82,6 +82,17 @@ protected:
         return got;
     }
 
+    // The grouped expert matmul of routing ids (T tokens, top-K, E experts of F rows
+    // of H values of type t) on activations on the integer GEMV's grid (defined with
+    // its tests): the grouping (off), the CPU reference and the GPU result, one row of
+    // F values per routed row in grouped order.
+    struct GroupedRun {
+        std::vector<int32_t> off;
+        std::vector<float> ref, got;
+    };
+    GroupedRun grouped_integer_run(GgmlType t, int64_t E, int64_t F, int64_t H, const std::vector<int32_t>& ids,
+                                   int64_t T, int64_t K);
+
     std::unique_ptr<ops::Backend> gpu, gpu32, cpu;
     std::mt19937 rng{1234};
 };
@@ -718,6 +729,29 @@ ops::MoeMatmulParams cpu_moe_reference(ops::Backend& cpu, GgmlType t, const std:
     return m;
 }
 
+CudaOps::GroupedRun CudaOps::grouped_integer_run(GgmlType t, int64_t E, int64_t F, int64_t H,
+                                                 const std::vector<int32_t>& ids, int64_t T, int64_t K) {
+    const size_t n = ids.size();
+    GroupedRun r;
+    r.off.resize(static_cast<size_t>(E + 1));
+    std::vector<int32_t> rows(n), slot(n);
+    cpu->moe_group({ids.data(), T, K, E, r.off.data(), rows.data(), slot.data()});
+    const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
+    auto x = q8_grid_activations(rng, T, H);
+    r.ref.resize(n * static_cast<size_t>(F));
+    ops::MoeMatmulParams m = cpu_moe_reference(*cpu, t, wq, row_bytes, E, F, H, r.off, rows, x, n, r.ref);
+    m.w.data = dev(wq);
+    m.offsets = dev(r.off);
+    m.host_offsets = nullptr;
+    m.x_rows = dev(rows);
+    m.x = dev(x);
+    float* dy = gpu->alloc_array<float>(r.ref.size());
+    m.y = dy;
+    gpu->moe_matmul(m);
+    r.got = host(dy, r.ref.size());
+    return r;
+}
+
 // The grouped integer GEMV: experts with one routed row (one activation row per
 // pass) and with many (eight per pass, two weight rows per warp), on the grid.
 TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
@@ -732,22 +766,8 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
         for (const int64_t H : kquant ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{256, 704, 2816})
         for (int64_t T : {1, 3, 5, 16, 40}) {
             const auto ids = random_routing(rng, T, K, 12);  // experts 12..15 stay idle
-            const size_t n = ids.size();
-            std::vector<int32_t> off(E + 1), rows(n), slot(n);
-            cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
-            const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
-            auto x = q8_grid_activations(rng, T, H);
-            std::vector<float> ref(n * F);
-            ops::MoeMatmulParams m = cpu_moe_reference(*cpu, t, wq, row_bytes, E, F, H, off, rows, x, n, ref);
-            m.w.data = dev(wq);
-            m.offsets = dev(off);
-            m.host_offsets = nullptr;
-            m.x_rows = dev(rows);
-            m.x = dev(x);
-            float* dy = gpu->alloc_array<float>(ref.size());
-            m.y = dy;
-            gpu->moe_matmul(m);
-            EXPECT_LT(rel_err(host(dy, ref.size()), ref), 2e-6) << ggml_type_name(t) << " H=" << H << " T=" << T;
+            const GroupedRun r = grouped_integer_run(t, E, F, H, ids, T, K);
+            EXPECT_LT(rel_err(r.got, r.ref), 2e-6) << ggml_type_name(t) << " H=" << H << " T=" << T;
         }
     }
 }
@@ -767,23 +787,11 @@ TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
     const int64_t T = static_cast<int64_t>(ids.size());  // 102 routed rows > 16 experts
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0}) {
         for (const int64_t H : t == GgmlType::Q4_K ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{256, 704}) {
-            const size_t n = ids.size();
-            std::vector<int32_t> off(E + 1), rows(n), slot(n);
-            cpu->moe_group({ids.data(), T, 1, E, off.data(), rows.data(), slot.data()});
+            const GroupedRun run = grouped_integer_run(t, E, F, H, ids, T, 1);
+            const auto& off = run.off;
+            const auto& got = run.got;
+            const auto& ref = run.ref;
             for (int64_t e = 0; e < E; ++e) ASSERT_EQ(off[e + 1] - off[e], counts[static_cast<size_t>(e)]);
-            const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
-            auto x = q8_grid_activations(rng, T, H);
-            std::vector<float> ref(n * F);
-            ops::MoeMatmulParams m = cpu_moe_reference(*cpu, t, wq, row_bytes, E, F, H, off, rows, x, n, ref);
-            m.w.data = dev(wq);
-            m.offsets = dev(off);
-            m.host_offsets = nullptr;
-            m.x_rows = dev(rows);
-            m.x = dev(x);
-            float* dy = gpu->alloc_array<float>(ref.size());
-            m.y = dy;
-            gpu->moe_matmul(m);
-            const auto got = host(dy, ref.size());
             for (int64_t e = 0; e < E; ++e) {
                 if (off[e] == off[e + 1]) continue;
                 const auto a = static_cast<size_t>(off[e]) * F, b = static_cast<size_t>(off[e + 1]) * F;

@@ -168,11 +168,11 @@ struct MmaUnit<GgmlType::Q4_K> {
                 d[s][r] = dd * static_cast<float>(sc);
                 m[s][r] = dmin * static_cast<float>(mn);
             }
-            quants(r, q);
+            quants(a, r, q);
         }
     }
     // Row r's 8 quant bytes as the A fragments of both sub-blocks.
-    __device__ void quants(int r, uint2 q) {
+    __device__ static void quants(uint32_t (&a)[kSub][4], int r, uint2 q) {
         a[0][r] = q.x & 0x0F0F0F0Fu;
         a[0][2 + r] = q.y & 0x0F0F0F0Fu;
         a[1][r] = (q.x >> 4) & 0x0F0F0F0Fu;
@@ -250,10 +250,7 @@ struct FullUnitQ4K {
                 d[s][r] = dd * static_cast<float>(sc);
                 m[s][r] = dmin * static_cast<float>(mn);
             }
-            a[0][r] = q.x & 0x0F0F0F0Fu;
-            a[0][2 + r] = q.y & 0x0F0F0F0Fu;
-            a[1][r] = (q.x >> 4) & 0x0F0F0F0Fu;
-            a[1][2 + r] = (q.y >> 4) & 0x0F0F0F0Fu;
+            MmaUnit<GgmlType::Q4_K>::quants(a, r, q);
         }
     }
 };
