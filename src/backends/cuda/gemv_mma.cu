@@ -38,7 +38,10 @@
 // sub-block. The kernel spends its time issuing instructions (ncu, session 19: 70-83 %
 // of issue slots busy, the integer pipe the busiest), so the per-block work is what
 // counts, not the bytes. H200, 512 routed rows: gate_up 165 -> 137 us; 64 sequences
-// 3,980 / 3,947 -> 4,230 / 4,219 tokens/s (docs/performance.md, session 19).
+// 3,980 / 3,947 -> 4,230 / 4,219 tokens/s (docs/performance.md, session 19). Passes
+// of 5-8 rows (FullUnitQ4K) get the same hoisting; session 20 measured pairing the
+// 32-value formats' units u and u + 4 the same way and it lost (down Q5_0 106.6 ->
+// 109.3 us, Q8_0 84.4 -> 89.2 us), so they keep full passes.
 //
 // Results: the same integer sums per block as the dp4a kernel, scaled and added in
 // another order (within float rounding of it; tests/cuda/cuda_ops_test.cpp).
@@ -77,23 +80,6 @@ constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 #define HF2Q_GEMV_MMA_PAIRED 1
 #endif
 constexpr bool kPaired = HF2Q_GEMV_MMA_PAIRED != 0;
-// 1: Q5_0 and Q8_0 passes of at most 4 activation rows are paired too (PairBlocks);
-// 0 (default). Compiled, not yet measured: session 19's first version of it lost
-// (docs/performance.md), but it read its weights through generic loads and took 56-64
-// registers; this one has neither.
-#ifndef HF2Q_GEMV_MMA_PAIR32
-#define HF2Q_GEMV_MMA_PAIR32 0
-#endif
-constexpr bool kPair32 = HF2Q_GEMV_MMA_PAIR32 != 0;
-// 1: Q4_K's full passes (5-8 activation rows, 37 % of the experts at 64 sequences,
-// about half the gate_up time once the rest are paired) take full_pass_q4k: the
-// paired pass's hoisting (the scale decoding's branch fixed per warp, 32-bit shared
-// addresses) with the full pass's arithmetic, so the same results to the bit. 0
-// (default). Compiled, not yet measured.
-#ifndef HF2Q_GEMV_MMA_FULL_Q4K
-#define HF2Q_GEMV_MMA_FULL_Q4K 0
-#endif
-constexpr bool kFullQ4k = HF2Q_GEMV_MMA_FULL_Q4K != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -136,9 +122,10 @@ __device__ __forceinline__ uint2 lds8(uint32_t a) {
     return v;
 }
 
-// A unit of the weight rows g and g + 8 as MMA operands: a[s] is the A fragment of
-// its s-th 32-value block, d[s][r] (m[s][r]) the scale (min) of that block in row
-// g + 8r. block(u, s): index of that block among the row's 32-value blocks.
+// A unit of the weight rows g and g + 8 as MMA operands (the 32-value formats): a[s]
+// is the A fragment of its s-th 32-value block, d[s][r] (m[s][r]) the scale (min) of
+// that block in row g + 8r. block(u, s): index of that block among the row's 32-value
+// blocks. Q4_K's units are PairUnit and FullUnitQ4K; MmaUnit<Q4_K> holds what they share.
 template <GgmlType T>
 struct MmaUnit;
 
@@ -147,32 +134,9 @@ struct MmaUnit;
 // sub-block 2c + 1.
 template <>
 struct MmaUnit<GgmlType::Q4_K> {
-    static constexpr int kVals = 64, kSub = 2;
-    static constexpr bool kMin = true;
-    uint32_t a[kSub][4];
-    float d[kSub][2], m[kSub][2];
-    __device__ static uint32_t block(uint32_t u, int s) { return (u / 4) * 8 + 2 * (u % 4) + s; }
-    __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
-        const uint32_t b = u / 4, c = u % 4;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const uint8_t* blk = row[r] + b * 144;
-            const uint4 hd = *reinterpret_cast<const uint4*>(blk);
-            const uint2 q = *reinterpret_cast<const uint2*>(blk + 16 + 32 * c + 8 * t);
-            const float dd = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
-            const uint2 h0 = make_uint2(hd.x, hd.y), h1 = make_uint2(hd.z, hd.w);
-#pragma unroll
-            for (int s = 0; s < kSub; ++s) {
-                int sc, mn;
-                kscale_header_select(h0, h1, static_cast<int>(2 * c) + s, sc, mn);
-                d[s][r] = dd * static_cast<float>(sc);
-                m[s][r] = dmin * static_cast<float>(mn);
-            }
-            quants(a, r, q);
-        }
-    }
+    static constexpr int kVals = 64;
     // Row r's 8 quant bytes as the A fragments of both sub-blocks.
-    __device__ static void quants(uint32_t (&a)[kSub][4], int r, uint2 q) {
+    __device__ static void quants(uint32_t (&a)[2][4], int r, uint2 q) {
         a[0][r] = q.x & 0x0F0F0F0Fu;
         a[0][2 + r] = q.y & 0x0F0F0F0Fu;
         a[1][r] = (q.x >> 4) & 0x0F0F0F0Fu;
@@ -230,9 +194,13 @@ struct PairUnit {
     }
 };
 
-// A full pass's unit of Q4_K in the same form as PairUnit (HF2Q_GEMV_MMA_FULL_Q4K):
+// A full pass's unit of Q4_K (5 to 8 activation rows) in the same form as PairUnit:
 // both sub-blocks' pairs, decoded with the branch fixed per warp, from 32-bit shared
-// addresses; the same values as MmaUnit<Q4_K>, so the same sums to the bit.
+// addresses. Session 19's generic form (the header decoded with dequant.cuh's
+// kscale_header_select from generic addresses) gave the same values, so the same sums
+// to the bit; this one's unit loop has 132 / 164 PTX lines instead of 195. H200,
+// session 20, 512 routed rows: gate_up 137.0 -> 132.3 us; 64 sequences 4,284 / 4,284
+// -> 4,316 / 4,322 tokens/s (docs/performance.md).
 template <bool kLow>
 struct FullUnitQ4K {
     uint32_t a[2][4];
@@ -287,19 +255,9 @@ struct MmaUnit<GgmlType::Q8_0> : BlockMmaUnit {
 // v < 16 is the low nibble of quant byte v, value 16 + v its high nibble, each with
 // fifth bit v (16 + v) of qh, minus 16. Lane t's values 8t .. 8t + 7 are the low
 // (t < 2) or high nibbles of bytes 8(t % 2) .. + 7 and qh byte t.
-// load repeats frag's decoding instead of calling it: called, the loads come out in
-// another order, and the default kernel's PTX should stay the measured one until
-// HF2Q_GEMV_MMA_PAIR32 (frag's only user) has its A/B.
 template <>
 struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
     static constexpr uint32_t kBytes = 22;
-    __device__ static uint2 frag(uint32_t at, int t) {
-        const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
-        const uint32_t qh = lds4_a2(at + 2) >> (8 * t);
-        const uint2 q = lds8_a2(at + 6 + 8 * (t % 2));
-        return make_uint2(sub_small_bytes(((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh), 0x10101010u),
-                          sub_small_bytes(((q.y >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh >> 4), 0x10101010u));
-    }
     __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
         const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
 #pragma unroll
@@ -312,38 +270,6 @@ struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
             m[0][r] = 0.0f;
             a[0][r] = sub_small_bytes(((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh), 0x10101010u);
             a[0][2 + r] = sub_small_bytes(((q.y >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh >> 4), 0x10101010u);
-        }
-    }
-};
-
-// Paired passes of the 32-value formats (HF2Q_GEMV_MMA_PAIR32): as PairUnit, with a
-// warp's units u and u1 = u + kWarps as sub-blocks s0 and s1 (or u alone, s1's A
-// fragments zero and its sums exactly 0, where u + kWarps is past the row's end).
-// row: the 32-bit shared addresses of rows g and g + 8.
-template <GgmlType T>
-struct PairBlocks {
-    uint32_t a[2][4];
-    float d[2], m[2];
-    // 2 bytes at a 2-byte aligned 32-bit shared address (an fp16 scale's bits).
-    __device__ static uint32_t lds2(uint32_t a) {
-        unsigned short v;
-        asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(a));
-        return v;
-    }
-    __device__ void load(const uint32_t (&row)[2], uint32_t u, uint32_t u1, bool second, int t) {
-        using U = MmaUnit<T>;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const uint32_t b0 = row[r] + u * U::kBytes, b1 = row[r] + u1 * U::kBytes;
-            const uint2 q0 = U::frag(b0, t);
-            uint2 q1 = U::frag(b1, t);
-            if (!second) q1 = make_uint2(0u, 0u);
-            d[r] = half_bits(lds2(t < 2 ? b0 : b1));
-            m[r] = 0.0f;
-            a[0][r] = q0.x;
-            a[0][2 + r] = q1.x;
-            a[1][r] = q0.y;
-            a[1][2 + r] = q1.y;
         }
     }
 };
@@ -443,8 +369,9 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
     }
 }
 
-// A full pass of Q4_K rows (5 to 8 activation rows; HF2Q_GEMV_MMA_FULL_Q4K): the
-// default loop's units and order, with FullUnitQ4K. kLow: warp < 2.
+// A full pass of Q4_K rows (5 to 8 activation rows, or any number with
+// HF2Q_GEMV_MMA_PAIRED=0): the units and order of the 32-value formats' loop, with
+// FullUnitQ4K. kLow: warp < 2.
 template <bool kLow>
 __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
                                               const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp,
@@ -464,33 +391,8 @@ __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], ui
             const uint2 xv = lds8(xrow + 256 * b + 32 * s);
             int sum[4];
             mma_s8(sum, w.a[s], xv.x, xv.y, kBias);
-            scale_into<MmaUnit<GgmlType::Q4_K>::kMin>(acc, sum, w.d[s], w.m[s], ds0[8 * b + s], ds1[8 * b + s]);
+            scale_into<true>(acc, sum, w.d[s], w.m[s], ds0[8 * b + s], ds1[8 * b + s]);
         }
-    }
-}
-
-// A paired pass of Q5_0 / Q8_0 rows (PairBlocks; acc as in paired_pass): a warp's
-// units u, u + kWarps are one pair, so it steps by 2 kWarps.
-template <GgmlType T>
-__device__ __forceinline__ void paired_pass32(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
-                                              const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp,
-                                              int g, int t, float (&acc)[4]) {
-    const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
-    const int hi = g / 4;  // B column g: activation row g % 4 of sub-block hi
-    const uint32_t xrow = smem_u32(smem + L.x) + (g % 4) * L.x_stride + 8 * t;
-    const float2* ds0 = ds_base + (2 * t % 4) * ds_stride;
-    const float2* ds1 = ds0 + ds_stride;
-    for (uint32_t u = static_cast<uint32_t>(warp); u < units; u += 2 * kWarps) {
-        const bool second = u + kWarps < units;
-        const uint32_t u1 = second ? u + kWarps : u;
-        PairBlocks<T> w;
-        w.load(rs, u, u1, second, t);
-        const uint2 xv = lds8(xrow + 32 * (hi ? u1 : u));
-        int sum[4];
-        mma_s8(sum, w.a[0], hi ? 0u : xv.x, hi ? xv.x : 0u, kBias);
-        mma_s8_acc(sum, w.a[1], hi ? 0u : xv.y, hi ? xv.y : 0u);
-        const uint32_t j = t < 2 ? u : u1;
-        scale_into<false>(acc, sum, w.d, w.m, ds0[j], ds1[j]);
     }
 }
 
@@ -543,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvA
         // Columns past nt read whatever their staged rows hold; their sums are not
         // written.
         const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
-        const bool paired = (T == GgmlType::Q4_K || kPair32) && kPaired && nt <= kCols / 2;
+        const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
         stage_x(smem, L, xq, c0, nt, n_in);
         cp_async_commit();
         const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
@@ -551,19 +453,16 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvA
         __syncthreads();
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if constexpr (T == GgmlType::Q4_K) {
+            // The branch of the scale decoding is fixed per warp (c = warp).
             if (paired && warp < 2)
                 paired_pass<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
             else if (paired)
                 paired_pass<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
-        } else if constexpr (kPair32) {
-            if (paired) paired_pass32<T>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
-        }
-        if constexpr (T == GgmlType::Q4_K && kFullQ4k) {
-            if (!paired && warp < 2)
+            if (!paired && warp < 2)  // (not an else-chain: this form's PTX is the measured one)
                 full_pass_q4k<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
             else if (!paired)
                 full_pass_q4k<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
-        } else if (!paired) {
+        } else {
             const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
             const float2* ds0 = ds_base + 2 * t * nb;
             const float2* ds1 = ds0 + nb;
