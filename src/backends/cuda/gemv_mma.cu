@@ -80,6 +80,27 @@ constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 #define HF2Q_GEMV_MMA_PAIRED 1
 #endif
 constexpr bool kPaired = HF2Q_GEMV_MMA_PAIRED != 0;
+// Warps that share a 16-row tile of Q5_0 / Q8_0 rows (each takes every kSplit-th
+// unit; their sums meet in shared memory): 4 (default), 2 or 1, so a block holds
+// 16, 32 or 64 rows. The down products' rows are 22 units long, so with 4 a warp
+// does 5.5 units a pass and the block's fixed work (staging, waiting, reducing)
+// rivals its MMAs; with 1 a warp takes a whole tile and writes its sums itself, and
+// a block stages the activation rows once for 64 rows. Where a block of the wider
+// shape does not fit the shared-memory bound, the launch takes 4. Compiled, not yet
+// measured.
+#ifndef HF2Q_GEMV_MMA_SPLIT32
+#define HF2Q_GEMV_MMA_SPLIT32 4
+#endif
+static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 2 || HF2Q_GEMV_MMA_SPLIT32 == 1,
+              "HF2Q_GEMV_MMA_SPLIT32: 4, 2 or 1");
+// 1: stage_x finds each 16-byte piece's (row, offset) by stepping instead of dividing
+// by the row's piece count (a runtime divisor: a division routine of about twenty
+// instructions per piece, 5-9 pieces a thread and pass); 0 (default). Compiled, not
+// yet measured.
+#ifndef HF2Q_GEMV_MMA_XSTEP
+#define HF2Q_GEMV_MMA_XSTEP 0
+#endif
+constexpr bool kXStep = HF2Q_GEMV_MMA_XSTEP != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -292,16 +313,18 @@ __device__ __forceinline__ void stage(uint8_t* dst, const uint8_t* src, uint32_t
 // Where a block's pieces sit in its dynamic shared memory: the weight tile (with
 // the source's alignment modulo 16 and kPad bytes after it), the activation rows
 // of a pass (each row padded by 32 bytes, so the 8 rows of a fragment load fall on
-// distinct banks), their (d, d·Σq) pairs, and the warps' partial sums.
+// distinct banks), their (d, d·Σq) pairs, and the warps' partial sums (where a
+// tile's warps split its units: split > 1). A block holds block_rows weight rows.
 struct Smem {
     uint32_t x = 0, ds = 0, red = 0, total = 0;
     uint32_t x_stride = 0;  // bytes between staged activation rows
-    __host__ __device__ explicit Smem(const GemvArgs& a) {
-        const uint64_t tile = (16 + kRows * a.row_bytes + kPad + 15) / 16 * 16;
+    __host__ __device__ explicit Smem(const GemvArgs& a, int split = kWarps) {
+        const uint64_t block_rows = static_cast<uint64_t>(kRows * (kWarps / split));
+        const uint64_t tile = (16 + block_rows * a.row_bytes + kPad + 15) / 16 * 16;
         const uint64_t n_in = static_cast<uint64_t>(a.n_in);
         x_stride = static_cast<uint32_t>(n_in + 32);
         const uint64_t xs = kCols * (n_in + 32), dss = kCols * (n_in / 32) * 8;
-        const uint64_t t = tile + xs + dss + kReduceBytes;
+        const uint64_t t = tile + xs + dss + (split > 1 ? kReduceBytes : 0);
         if (t > kMaxSmem) return;  // total stays 0: not supported
         x = static_cast<uint32_t>(tile);
         ds = static_cast<uint32_t>(tile + xs);
@@ -314,9 +337,17 @@ struct Smem {
 __device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq, int64_t c0, int nt, uint32_t n_in) {
     const uint32_t per_row = n_in / 16, nb = n_in / 32;
     const int8_t* src = xq.q + c0 * static_cast<int64_t>(n_in);
-    for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
-        const uint32_t r = i / per_row, k = i % per_row;
-        cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
+    if constexpr (kXStep) {
+        uint32_t r = threadIdx.x / per_row, k = threadIdx.x % per_row;
+        for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
+            cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
+            for (k += kThreads; k >= per_row; k -= per_row) ++r;
+        }
+    } else {
+        for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
+            const uint32_t r = i / per_row, k = i % per_row;
+            cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
+        }
     }
     const float2* ds = xq.ds + c0 * static_cast<int64_t>(nb);
     for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
@@ -400,7 +431,9 @@ __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], ui
 // fit 10 by shared memory, so their registers are held to 48 (ptxas unrolls their
 // unit loop and took 56-64 otherwise). Q4_K's 55 KB allow 4 whatever its registers;
 // 0 leaves ptxas its own choice there (56; a minimum of 1 or 4 let it take 71-75).
-constexpr int min_blocks(GgmlType t) { return t == GgmlType::Q4_K ? 0 : 10; }
+// With fewer warps a tile (split < 4), their blocks are 2-4 times larger and an SM
+// holds 3-8 of them: no bound.
+constexpr int min_blocks(GgmlType t, int split) { return t == GgmlType::Q4_K || split < kWarps ? 0 : 10; }
 
 // direct: block row y works on expert y (the grid covers every expert; those
 // without rows leave), so the block knows its weights before the grouping exists
@@ -408,13 +441,23 @@ constexpr int min_blocks(GgmlType t) { return t == GgmlType::Q4_K ? 0 : 10; }
 // pdl_begin may be preceded by reads of, common.cuh), overlapping that kernel's
 // end and its own lookup of the offsets. Otherwise (fewer routed rows than
 // experts) block row y works on the y-th expert with rows, found first.
-template <GgmlType T>
-__global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
+//
+// kSplit: warps a 16-row tile (HF2Q_GEMV_MMA_SPLIT32); a block holds kWarps / kSplit
+// tiles, warp w works on tile w / kSplit and takes its units w % kSplit, w % kSplit +
+// kSplit, ...
+template <GgmlType T, int kSplit>
+__global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
+    gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
+    static_assert(T != GgmlType::Q4_K || kSplit == kWarps, "Q4_K's passes give warp w the chunk c = w");
     using U = MmaUnit<T>;
+    constexpr int kBlockRows = kRows * (kWarps / kSplit);
     extern __shared__ __align__(16) uint8_t smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kRows;
-    const int rows = static_cast<int>(a.n_out - o0 < kRows ? a.n_out - o0 : kRows);
+    // The warp's tile and its share of the units (spelled out for kSplit == kWarps,
+    // where the compiler cannot know that warp < kWarps).
+    const int tw = kSplit == kWarps ? 0 : warp / kSplit, part = kSplit == kWarps ? warp : warp % kSplit;
+    const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+    const int rows = static_cast<int>(a.n_out - o0 < kBlockRows ? a.n_out - o0 : kBlockRows);
     const uint32_t tile_bytes = static_cast<uint32_t>(rows) * static_cast<uint32_t>(a.row_bytes);
     // Rows past n_out are not staged: their sums are garbage and never written.
     // The tile keeps its source's alignment modulo 16 (which differs between
@@ -437,7 +480,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvA
     const uint32_t n_in = static_cast<uint32_t>(a.n_in), nb = n_in / 32;
 
     const uint32_t row_bytes = static_cast<uint32_t>(a.row_bytes);  // a tile fits in shared memory
-    const uint8_t* const row[2] = {tile + g * row_bytes, tile + (g + 8) * row_bytes};
+    const uint8_t* const row[2] = {tile + (kRows * tw + g) * row_bytes, tile + (kRows * tw + g + 8) * row_bytes};
     const uint32_t units = n_in / U::kVals;
     float* red = reinterpret_cast<float*>(smem + L.red);
     for (int64_t c0 = r0; c0 < r1; c0 += kCols) {
@@ -466,7 +509,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvA
             const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
             const float2* ds0 = ds_base + 2 * t * nb;
             const float2* ds1 = ds0 + nb;
-            for (uint32_t u = warp; u < units; u += kWarps) {
+            for (uint32_t u = part; u < units; u += kSplit) {
                 U w;
                 w.load(row, u, t);
 #pragma unroll
@@ -479,11 +522,18 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvA
                 }
             }
         }
-        // The four warps' partial sums, added in warp order (in a paired pass, each
-        // warp's columns n and n + 4: lanes l and l + 2).
-        reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        __syncthreads();
-        {
+        if constexpr (kSplit == 1) {
+            // The warp's sums are its tile's: sum i is row g + 8(i / 2), column 2t + i % 2.
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int r = kRows * tw + g + 8 * (i / 2), col = 2 * t + i % 2;
+                if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = acc[i];
+            }
+        } else if constexpr (kSplit == kWarps) {
+            // The four warps' partial sums, added in warp order (in a paired pass, each
+            // warp's columns n and n + 4: lanes l and l + 2).
+            reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+            __syncthreads();
             const int r = threadIdx.x / kCols, col = threadIdx.x % kCols;  // 128 threads: 16 × 8 sums
             const int l = 4 * (r % 8) + col / 2, i = 2 * (r / 8) + col % 2;
             float v = 0.0f;
@@ -494,20 +544,45 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T)) gemv_mma_kernel(GemvA
                 for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l + 2) * 4 + i];
             }
             if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = v;
+        } else {
+            // Two warps a tile (the 32-value formats: no paired passes): their partial
+            // sums added in warp order.
+            reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+            __syncthreads();
+            for (int o = threadIdx.x; o < kBlockRows * kCols; o += kThreads) {  // 16 × 8 sums a tile
+                const int ot = o / (kRows * kCols), r = o % (kRows * kCols) / kCols, col = o % kCols;
+                const int l = 4 * (r % 8) + col / 2, i = 2 * (r / 8) + col % 2;
+                const float* tr = red + ot * kSplit * 32 * 4;
+                float v = 0.0f;
+#pragma unroll
+                for (int k = 0; k < kSplit; ++k) v += tr[(k * 32 + l) * 4 + i];
+                if (col < nt && kRows * ot + r < rows) a.y[(c0 + col) * a.y_stride + o0 + kRows * ot + r] = v;
+            }
         }
         __syncthreads();  // red (and the staged rows) are written again by the next pass
     }
 }
 
+template <GgmlType T, int kSplit>
+void launch_split(const GemvArgs& a, const Q8View& xq, const Smem& L, int64_t max_active_experts, cudaStream_t s) {
+    constexpr int64_t kBlockRows = kRows * (kWarps / kSplit);
+    const dim3 grid(static_cast<unsigned>((a.n_out + kBlockRows - 1) / kBlockRows),
+                    static_cast<unsigned>(max_active_experts));
+    HF2Q_ASSERT(grid.y <= 65535 && L.total > 0);
+    allow_smem<gemv_mma_kernel<T, kSplit>>(kMaxSmem, 100);
+    const bool direct = kDirect && max_active_experts == a.n_experts;
+    launch(gemv_mma_kernel<T, kSplit>, grid, kThreads, L.total, s, a, xq, L, direct);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
 template <GgmlType T>
 void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
-    const Smem L(a);
-    const dim3 grid(static_cast<unsigned>((a.n_out + kRows - 1) / kRows), static_cast<unsigned>(max_active_experts));
-    HF2Q_ASSERT(grid.y <= 65535 && L.total > 0);
-    allow_smem<gemv_mma_kernel<T>>(kMaxSmem, 100);
-    const bool direct = kDirect && max_active_experts == a.n_experts;
-    launch(gemv_mma_kernel<T>, grid, kThreads, L.total, s, a, xq, L, direct);
-    HF2Q_CUDA_LAUNCH_CHECK();
+    constexpr int kSplit = T == GgmlType::Q4_K ? kWarps : HF2Q_GEMV_MMA_SPLIT32;
+    if constexpr (kSplit != kWarps) {
+        const Smem wide(a, kSplit);
+        if (wide.total > 0) return launch_split<T, kSplit>(a, xq, wide, max_active_experts, s);
+    }
+    launch_split<T, kWarps>(a, xq, Smem(a), max_active_experts, s);
 }
 
 }  // namespace
