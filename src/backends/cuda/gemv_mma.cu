@@ -8,14 +8,15 @@
 // rows × 32 values: the products cost almost nothing, what is left is the scaling
 // per 32-value block, weight row and activation row.
 //
-// Layout of the work: a block of 4 warps owns 16 rows of one expert. It stages the
-// rows in shared memory in one go (cp.async, about 25 KB for a 2,816-value Q4_K
-// tile), so every byte is requested at once and read from DRAM once, together with
-// the pass's 8 activation rows and their scales. Then each warp takes every 4th
-// unit of the rows (a Q4_K unit is the 64 values of one quant chunk, two
-// sub-blocks; a Q5_0 / Q8_0 unit one 32-value block), all of the expert's
-// activation rows in passes of 8. The warps' partial sums meet in shared memory,
-// in a fixed order.
+// Layout of the work: a block of 4 warps owns 16 rows of one expert (Q4_K) or 64
+// (Q5_0 / Q8_0, HF2Q_GEMV_MMA_SPLIT32). It stages the rows in shared memory in one
+// go (cp.async, about 25 KB for a 2,816-value Q4_K tile), so every byte is requested
+// at once and read from DRAM once, together with the pass's 8 activation rows and
+// their scales. For Q4_K each warp then takes every 4th unit of the 16 rows (a unit
+// is the 64 values of one quant chunk, two sub-blocks), and the warps' partial sums
+// meet in shared memory, in a fixed order; for Q5_0 / Q8_0 each warp takes 16 of
+// the 64 rows whole (a unit is one 32-value block) and writes its own sums. All of
+// the expert's activation rows go through in passes of 8.
 //
 // Why the activations are staged too: read from global memory by the fragment
 // loads, each unit of a warp waited for L2 (a block's warps read disjoint parts of
@@ -81,26 +82,20 @@ constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 #endif
 constexpr bool kPaired = HF2Q_GEMV_MMA_PAIRED != 0;
 // Warps that share a 16-row tile of Q5_0 / Q8_0 rows (each takes every kSplit-th
-// unit; their sums meet in shared memory): 4 (default), 2 or 1, so a block holds
-// 16, 32 or 64 rows. The down products' rows are 22 units long, so with 4 a warp
-// does 5.5 units a pass and the block's fixed work (staging, waiting, reducing)
-// rivals its MMAs; with 1 a warp takes a whole tile and writes its sums itself, and
+// unit; their sums meet in shared memory): 1 (default), 2 or 4, so a block holds 64,
+// 32 or 16 rows. The down products' rows are 22 units long, so with 4 a warp did 5.5
+// units a pass and the block's fixed work (staging, waiting, reducing) rivalled its
+// MMAs; with 1 a warp takes a whole tile and writes its sums from its registers, and
 // a block stages the activation rows once for 64 rows. Where a block of the wider
-// shape does not fit the shared-memory bound, the launch takes 4. Compiled, not yet
-// measured.
+// shape does not fit the shared-memory bound, the launch takes 4. H200, session 20,
+// 512 routed rows: down Q5_0 105.4 -> 86.9 us, Q8_0 84.0 -> 86.1 us (at 4,096 rows
+// 406.7 -> 334.1 and 279.0 -> 239.4 us); 64 sequences 4,270 / 4,237 -> 4,343 / 4,346
+// tokens/s, 2 in between (docs/performance.md).
 #ifndef HF2Q_GEMV_MMA_SPLIT32
-#define HF2Q_GEMV_MMA_SPLIT32 4
+#define HF2Q_GEMV_MMA_SPLIT32 1
 #endif
 static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 2 || HF2Q_GEMV_MMA_SPLIT32 == 1,
               "HF2Q_GEMV_MMA_SPLIT32: 4, 2 or 1");
-// 1: stage_x finds each 16-byte piece's (row, offset) by stepping instead of dividing
-// by the row's piece count (a runtime divisor: a division routine of about twenty
-// instructions per piece, 5-9 pieces a thread and pass); 0 (default). Compiled, not
-// yet measured.
-#ifndef HF2Q_GEMV_MMA_XSTEP
-#define HF2Q_GEMV_MMA_XSTEP 0
-#endif
-constexpr bool kXStep = HF2Q_GEMV_MMA_XSTEP != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -337,17 +332,9 @@ struct Smem {
 __device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq, int64_t c0, int nt, uint32_t n_in) {
     const uint32_t per_row = n_in / 16, nb = n_in / 32;
     const int8_t* src = xq.q + c0 * static_cast<int64_t>(n_in);
-    if constexpr (kXStep) {
-        uint32_t r = threadIdx.x / per_row, k = threadIdx.x % per_row;
-        for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
-            cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
-            for (k += kThreads; k >= per_row; k -= per_row) ++r;
-        }
-    } else {
-        for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
-            const uint32_t r = i / per_row, k = i % per_row;
-            cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
-        }
+    for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
+        const uint32_t r = i / per_row, k = i % per_row;
+        cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
     }
     const float2* ds = xq.ds + c0 * static_cast<int64_t>(nb);
     for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
