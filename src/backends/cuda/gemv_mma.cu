@@ -81,6 +81,18 @@ constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 #define HF2Q_GEMV_MMA_PAIRED 1
 #endif
 constexpr bool kPaired = HF2Q_GEMV_MMA_PAIRED != 0;
+// 16-row tiles a Q4_K block takes in turn: 1 (default), 2 or 4. With more, a block's
+// fixed work (its start, the lookup of the offsets, and for an expert of one pass the
+// staged activation rows) serves several tiles, for the price of waiting for each
+// next tile's weights (the other blocks of the SM fill that wait). Compiled, not
+// yet measured.
+#ifndef HF2Q_GEMV_MMA_Q4K_TILES
+#define HF2Q_GEMV_MMA_Q4K_TILES 1
+#endif
+static_assert(HF2Q_GEMV_MMA_Q4K_TILES == 1 || HF2Q_GEMV_MMA_Q4K_TILES == 2 || HF2Q_GEMV_MMA_Q4K_TILES == 4,
+              "HF2Q_GEMV_MMA_Q4K_TILES: 1, 2 or 4");
+template <GgmlType T>
+constexpr int kSeqTiles = T == GgmlType::Q4_K ? HF2Q_GEMV_MMA_Q4K_TILES : 1;
 // Warps that share a 16-row tile of Q5_0 / Q8_0 rows (each takes every kSplit-th
 // unit; their sums meet in shared memory): 1 (default), 2 or 4, so a block holds 64,
 // 32 or 16 rows. The down products' rows are 22 units long, so with 4 a warp did 5.5
@@ -443,116 +455,127 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     // The warp's tile and its share of the units (spelled out for kSplit == kWarps,
     // where the compiler cannot know that warp < kWarps).
     const int tw = kSplit == kWarps ? 0 : warp / kSplit, part = kSplit == kWarps ? warp : warp % kSplit;
-    const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-    const int rows = static_cast<int>(a.n_out - o0 < kBlockRows ? a.n_out - o0 : kBlockRows);
-    const uint32_t tile_bytes = static_cast<uint32_t>(rows) * static_cast<uint32_t>(a.row_bytes);
-    // Rows past n_out are not staged: their sums are garbage and never written.
-    // The tile keeps its source's alignment modulo 16 (which differs between
-    // experts where expert_bytes is not a multiple of 16).
-    int e = static_cast<int>(blockIdx.y);
-    auto tile_at = [&] { return smem + reinterpret_cast<uintptr_t>(tile_src(a, e, o0)) % 16; };
-    if (direct) stage(tile_at(), tile_src(a, e, o0), tile_bytes);
-    pdl_begin();
-    if (!direct) {
-        e = active_expert<4>(a.offsets, a.n_experts, e);
-        if (e < 0) return;  // the same expert for every warp: the whole block leaves
-        stage(tile_at(), tile_src(a, e, o0), tile_bytes);
-    }
-    const uint8_t* tile = tile_at();
-    const int64_t r0 = a.offsets[e], r1 = a.offsets[e + 1];
-    if (r0 == r1) {  // direct only: an expert without rows
-        cp_async_wait<0>();  // no copy outlives the block
-        return;
-    }
-    const uint32_t n_in = static_cast<uint32_t>(a.n_in), nb = n_in / 32;
-
-    const uint32_t row_bytes = static_cast<uint32_t>(a.row_bytes);  // a tile fits in shared memory
-    const uint8_t* const row[2] = {tile + (kRows * tw + g) * row_bytes, tile + (kRows * tw + g + 8) * row_bytes};
-    const uint32_t units = n_in / U::kVals;
-    float* red = reinterpret_cast<float*>(smem + L.red);
-    for (int64_t c0 = r0; c0 < r1; c0 += kCols) {
-        // Passes of 8 rows while more than 4 are left, then one paired pass (Q4_K).
-        // Columns past nt read whatever their staged rows hold; their sums are not
-        // written.
-        const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
-        const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
-        stage_x(smem, L, xq, c0, nt, n_in);
-        cp_async_commit();
-        const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
-        cp_async_wait<0>();
-        __syncthreads();
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if constexpr (T == GgmlType::Q4_K) {
-            // The branch of the scale decoding is fixed per warp (c = warp).
-            if (paired && warp < 2)
-                paired_pass<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
-            else if (paired)
-                paired_pass<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
-            if (!paired && warp < 2)  // (not an else-chain: this form's PTX is the measured one)
-                full_pass_q4k<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
-            else if (!paired)
-                full_pass_q4k<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+    int e = 0;  // the block's expert: blockIdx.y, or found by the lookup
+    int64_t r0 = 0, r1 = 0;
+    for (int it = 0; it < kSeqTiles<T>; ++it) {
+        const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kSeqTiles<T> + it) * kBlockRows;
+        if (kSeqTiles<T> > 1 && o0 >= a.n_out) break;  // the same for the whole block
+        const int rows = static_cast<int>(a.n_out - o0 < kBlockRows ? a.n_out - o0 : kBlockRows);
+        const uint32_t tile_bytes = static_cast<uint32_t>(rows) * static_cast<uint32_t>(a.row_bytes);
+        // Rows past n_out are not staged: their sums are garbage and never written.
+        // The tile keeps its source's alignment modulo 16 (which differs between
+        // experts where expert_bytes is not a multiple of 16).
+        auto tile_at = [&] { return smem + reinterpret_cast<uintptr_t>(tile_src(a, e, o0)) % 16; };
+        if (it == 0) {
+            e = static_cast<int>(blockIdx.y);
+            if (direct) stage(tile_at(), tile_src(a, e, o0), tile_bytes);
+            pdl_begin();
+            if (!direct) {
+                e = active_expert<4>(a.offsets, a.n_experts, e);
+                if (e < 0) return;  // the same expert for every warp: the whole block leaves
+                stage(tile_at(), tile_src(a, e, o0), tile_bytes);
+            }
+            r0 = a.offsets[e];
+            r1 = a.offsets[e + 1];
+            if (r0 == r1) {  // direct only: an expert without rows
+                cp_async_wait<0>();  // no copy outlives the block
+                return;
+            }
         } else {
-            const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
-            const float2* ds0 = ds_base + 2 * t * nb;
-            const float2* ds1 = ds0 + nb;
-            for (uint32_t u = part; u < units; u += kSplit) {
-                U w;
-                w.load(row, u, t);
+            stage(tile_at(), tile_src(a, e, o0), tile_bytes);  // the previous tile's last barrier freed it
+        }
+        const uint8_t* tile = tile_at();
+        const uint32_t n_in = static_cast<uint32_t>(a.n_in), nb = n_in / 32;
+
+        const uint32_t row_bytes = static_cast<uint32_t>(a.row_bytes);  // a tile fits in shared memory
+        const uint8_t* const row[2] = {tile + (kRows * tw + g) * row_bytes, tile + (kRows * tw + g + 8) * row_bytes};
+        const uint32_t units = n_in / U::kVals;
+        float* red = reinterpret_cast<float*>(smem + L.red);
+        for (int64_t c0 = r0; c0 < r1; c0 += kCols) {
+            // Passes of 8 rows while more than 4 are left, then one paired pass (Q4_K).
+            // Columns past nt read whatever their staged rows hold; their sums are not
+            // written.
+            const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
+            const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
+            // An expert of one pass keeps the first tile's staged rows for the others.
+            if (kSeqTiles<T> == 1 || it == 0 || r1 - r0 > kCols) stage_x(smem, L, xq, c0, nt, n_in);
+            cp_async_commit();
+            const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
+            cp_async_wait<0>();
+            __syncthreads();
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if constexpr (T == GgmlType::Q4_K) {
+                // The branch of the scale decoding is fixed per warp (c = warp).
+                if (paired && warp < 2)
+                    paired_pass<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                else if (paired)
+                    paired_pass<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                if (!paired && warp < 2)  // (not an else-chain: this form's PTX is the measured one)
+                    full_pass_q4k<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                else if (!paired)
+                    full_pass_q4k<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+            } else {
+                const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
+                const float2* ds0 = ds_base + 2 * t * nb;
+                const float2* ds1 = ds0 + nb;
+                for (uint32_t u = part; u < units; u += kSplit) {
+                    U w;
+                    w.load(row, u, t);
 #pragma unroll
-                for (int s = 0; s < U::kSub; ++s) {
-                    const uint32_t j = U::block(u, s);
-                    const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
-                    int sum[4];
-                    mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
-                    scale_into<U::kMin>(acc, sum, w.d[s], w.m[s], ds0[j], ds1[j]);
+                    for (int s = 0; s < U::kSub; ++s) {
+                        const uint32_t j = U::block(u, s);
+                        const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
+                        int sum[4];
+                        mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
+                        scale_into<U::kMin>(acc, sum, w.d[s], w.m[s], ds0[j], ds1[j]);
+                    }
                 }
             }
-        }
-        if constexpr (kSplit == 1) {
-            // The warp's sums are its tile's: sum i is row g + 8(i / 2), column 2t + i % 2.
+            if constexpr (kSplit == 1) {
+                // The warp's sums are its tile's: sum i is row g + 8(i / 2), column 2t + i % 2.
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int r = kRows * tw + g + 8 * (i / 2), col = 2 * t + i % 2;
-                if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = acc[i];
-            }
-        } else if constexpr (kSplit == kWarps) {
-            // The four warps' partial sums, added in warp order (in a paired pass, each
-            // warp's columns n and n + 4: lanes l and l + 2).
-            reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-            __syncthreads();
-            const int r = threadIdx.x / kCols, col = threadIdx.x % kCols;  // 128 threads: 16 × 8 sums
-            const int l = 4 * (r % 8) + col / 2, i = 2 * (r / 8) + col % 2;
-            float v = 0.0f;
-#pragma unroll
-            for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l) * 4 + i];
-            if (paired && col < kCols / 2) {
-#pragma unroll
-                for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l + 2) * 4 + i];
-            }
-            if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = v;
-        } else {
-            // Two warps a tile (the 32-value formats: no paired passes): their partial
-            // sums added in warp order.
-            reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-            __syncthreads();
-            for (int o = threadIdx.x; o < kBlockRows * kCols; o += kThreads) {  // 16 × 8 sums a tile
-                const int ot = o / (kRows * kCols), r = o % (kRows * kCols) / kCols, col = o % kCols;
+                for (int i = 0; i < 4; ++i) {
+                    const int r = kRows * tw + g + 8 * (i / 2), col = 2 * t + i % 2;
+                    if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = acc[i];
+                }
+            } else if constexpr (kSplit == kWarps) {
+                // The four warps' partial sums, added in warp order (in a paired pass, each
+                // warp's columns n and n + 4: lanes l and l + 2).
+                reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+                __syncthreads();
+                const int r = threadIdx.x / kCols, col = threadIdx.x % kCols;  // 128 threads: 16 × 8 sums
                 const int l = 4 * (r % 8) + col / 2, i = 2 * (r / 8) + col % 2;
-                const float* tr = red + ot * kSplit * 32 * 4;
                 float v = 0.0f;
 #pragma unroll
-                for (int k = 0; k < kSplit; ++k) v += tr[(k * 32 + l) * 4 + i];
-                if (col < nt && kRows * ot + r < rows) a.y[(c0 + col) * a.y_stride + o0 + kRows * ot + r] = v;
+                for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l) * 4 + i];
+                if (paired && col < kCols / 2) {
+#pragma unroll
+                    for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l + 2) * 4 + i];
+                }
+                if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = v;
+            } else {
+                // Two warps a tile (the 32-value formats: no paired passes): their partial
+                // sums added in warp order.
+                reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+                __syncthreads();
+                for (int o = threadIdx.x; o < kBlockRows * kCols; o += kThreads) {  // 16 × 8 sums a tile
+                    const int ot = o / (kRows * kCols), r = o % (kRows * kCols) / kCols, col = o % kCols;
+                    const int l = 4 * (r % 8) + col / 2, i = 2 * (r / 8) + col % 2;
+                    const float* tr = red + ot * kSplit * 32 * 4;
+                    float v = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < kSplit; ++k) v += tr[(k * 32 + l) * 4 + i];
+                    if (col < nt && kRows * ot + r < rows) a.y[(c0 + col) * a.y_stride + o0 + kRows * ot + r] = v;
+                }
             }
+            __syncthreads();  // red (and the staged rows) are written again by the next pass
         }
-        __syncthreads();  // red (and the staged rows) are written again by the next pass
     }
 }
 
 template <GgmlType T, int kSplit>
 void launch_split(const GemvArgs& a, const Q8View& xq, const Smem& L, int64_t max_active_experts, cudaStream_t s) {
-    constexpr int64_t kBlockRows = kRows * (kWarps / kSplit);
+    constexpr int64_t kBlockRows = kRows * (kWarps / kSplit) * kSeqTiles<T>;
     const dim3 grid(static_cast<unsigned>((a.n_out + kBlockRows - 1) / kBlockRows),
                     static_cast<unsigned>(max_active_experts));
     HF2Q_ASSERT(grid.y <= 65535 && L.total > 0);
