@@ -81,18 +81,21 @@ constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 #define HF2Q_GEMV_MMA_PAIRED 1
 #endif
 constexpr bool kPaired = HF2Q_GEMV_MMA_PAIRED != 0;
-// 16-row tiles a Q4_K block takes in turn: 1 (default), 2 or 4. With more, a block's
-// fixed work (its start, the lookup of the offsets, and for an expert of one pass the
-// staged activation rows) serves several tiles, for the price of waiting for each
-// next tile's weights (the other blocks of the SM fill that wait). Compiled, not
-// yet measured.
+// 16-row tiles a Q4_K block takes in turn where the launch averages at most 8 routed
+// rows an expert (one pass each, mostly): 2 (default), 4, or 1 (never). With more
+// than one, a block's fixed work (its start, the lookup of the offsets, and for an
+// expert of one pass the staged activation rows) serves several tiles, for the price
+// of waiting for each next tile's weights (the other blocks of the SM fill that
+// wait). H200, session 20: gate_up at 512 routed rows 131.5 -> 124.2 us (4: 121.9);
+// 64 sequences 4,353 / 4,355 -> 4,453 / 4,461 tokens/s (4: 4,440 / 4,451). At 4,096
+// routed rows (32 an expert, four passes) it lost, 599.8 -> 629.8 us, hence the
+// bound (docs/performance.md).
 #ifndef HF2Q_GEMV_MMA_Q4K_TILES
-#define HF2Q_GEMV_MMA_Q4K_TILES 1
+#define HF2Q_GEMV_MMA_Q4K_TILES 2
 #endif
 static_assert(HF2Q_GEMV_MMA_Q4K_TILES == 1 || HF2Q_GEMV_MMA_Q4K_TILES == 2 || HF2Q_GEMV_MMA_Q4K_TILES == 4,
               "HF2Q_GEMV_MMA_Q4K_TILES: 1, 2 or 4");
-template <GgmlType T>
-constexpr int kSeqTiles = T == GgmlType::Q4_K ? HF2Q_GEMV_MMA_Q4K_TILES : 1;
+constexpr int64_t kSeqTilesMaxRows = 8;  // routed rows an expert, on average, for HF2Q_GEMV_MMA_Q4K_TILES
 // Warps that share a 16-row tile of Q5_0 / Q8_0 rows (each takes every kSplit-th
 // unit; their sums meet in shared memory): 1 (default), 2 or 4, so a block holds 64,
 // 32 or 16 rows. The down products' rows are 22 units long, so with 4 a warp did 5.5
@@ -444,7 +447,9 @@ constexpr int min_blocks(GgmlType t, int split) { return t == GgmlType::Q4_K || 
 // kSplit: warps a 16-row tile (HF2Q_GEMV_MMA_SPLIT32); a block holds kWarps / kSplit
 // tiles, warp w works on tile w / kSplit and takes its units w % kSplit, w % kSplit +
 // kSplit, ...
-template <GgmlType T, int kSplit>
+//
+// kSeq: 16-row tiles (Q4_K) a block takes in turn (HF2Q_GEMV_MMA_Q4K_TILES).
+template <GgmlType T, int kSplit, int kSeq>
 __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
     static_assert(T != GgmlType::Q4_K || kSplit == kWarps, "Q4_K's passes give warp w the chunk c = w");
@@ -457,9 +462,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     const int tw = kSplit == kWarps ? 0 : warp / kSplit, part = kSplit == kWarps ? warp : warp % kSplit;
     int e = 0;  // the block's expert: blockIdx.y, or found by the lookup
     int64_t r0 = 0, r1 = 0;
-    for (int it = 0; it < kSeqTiles<T>; ++it) {
-        const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kSeqTiles<T> + it) * kBlockRows;
-        if (kSeqTiles<T> > 1 && o0 >= a.n_out) break;  // the same for the whole block
+    for (int it = 0; it < kSeq; ++it) {
+        const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kSeq + it) * kBlockRows;
+        if (kSeq > 1 && o0 >= a.n_out) break;  // the same for the whole block
         const int rows = static_cast<int>(a.n_out - o0 < kBlockRows ? a.n_out - o0 : kBlockRows);
         const uint32_t tile_bytes = static_cast<uint32_t>(rows) * static_cast<uint32_t>(a.row_bytes);
         // Rows past n_out are not staged: their sums are garbage and never written.
@@ -498,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
             const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
             const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
             // An expert of one pass keeps the first tile's staged rows for the others.
-            if (kSeqTiles<T> == 1 || it == 0 || r1 - r0 > kCols) stage_x(smem, L, xq, c0, nt, n_in);
+            if (kSeq == 1 || it == 0 || r1 - r0 > kCols) stage_x(smem, L, xq, c0, nt, n_in);
             cp_async_commit();
             const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
             cp_async_wait<0>();
@@ -573,21 +578,25 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     }
 }
 
-template <GgmlType T, int kSplit>
+template <GgmlType T, int kSplit, int kSeq = 1>
 void launch_split(const GemvArgs& a, const Q8View& xq, const Smem& L, int64_t max_active_experts, cudaStream_t s) {
-    constexpr int64_t kBlockRows = kRows * (kWarps / kSplit) * kSeqTiles<T>;
+    constexpr int64_t kBlockRows = kRows * (kWarps / kSplit) * kSeq;  // over all its tiles
     const dim3 grid(static_cast<unsigned>((a.n_out + kBlockRows - 1) / kBlockRows),
                     static_cast<unsigned>(max_active_experts));
     HF2Q_ASSERT(grid.y <= 65535 && L.total > 0);
-    allow_smem<gemv_mma_kernel<T, kSplit>>(kMaxSmem, 100);
+    allow_smem<gemv_mma_kernel<T, kSplit, kSeq>>(kMaxSmem, 100);
     const bool direct = kDirect && max_active_experts == a.n_experts;
-    launch(gemv_mma_kernel<T, kSplit>, grid, kThreads, L.total, s, a, xq, L, direct);
+    launch(gemv_mma_kernel<T, kSplit, kSeq>, grid, kThreads, L.total, s, a, xq, L, direct);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
 template <GgmlType T>
 void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
     constexpr int kSplit = T == GgmlType::Q4_K ? kWarps : HF2Q_GEMV_MMA_SPLIT32;
+    if constexpr (T == GgmlType::Q4_K && HF2Q_GEMV_MMA_Q4K_TILES > 1) {
+        if (a.n_rows <= kSeqTilesMaxRows * a.n_experts)
+            return launch_split<T, kWarps, HF2Q_GEMV_MMA_Q4K_TILES>(a, xq, Smem(a), max_active_experts, s);
+    }
     if constexpr (kSplit != kWarps) {
         const Smem wide(a, kSplit);
         if (wide.total > 0) return launch_split<T, kSplit>(a, xq, wide, max_active_experts, s);
