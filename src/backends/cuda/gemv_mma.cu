@@ -8,11 +8,12 @@
 // rows × 32 values: the products cost almost nothing, what is left is the scaling
 // per 32-value block, weight row and activation row.
 //
-// Layout of the work: a block of 4 warps owns 16 rows of one expert (Q4_K) or 64
-// (Q5_0 / Q8_0, HF2Q_GEMV_MMA_SPLIT32). It stages the rows in shared memory in one
-// go (cp.async, about 25 KB for a 2,816-value Q4_K tile), so every byte is requested
-// at once and read from DRAM once, together with the pass's 8 activation rows and
-// their scales. For Q4_K each warp then takes every 4th unit of the 16 rows (a unit
+// Layout of the work: a block of 4 warps owns 16 rows of one expert (Q4_K; two such
+// tiles in turn where experts average at most 8 routed rows, HF2Q_GEMV_MMA_Q4K_TILES)
+// or 64 (Q5_0 / Q8_0, HF2Q_GEMV_MMA_SPLIT32). It stages the rows in shared memory in
+// one go (cp.async, about 25 KB for a 2,816-value Q4_K tile), so every byte is
+// requested at once and read from DRAM once, together with the pass's 8 activation
+// rows and their scales. For Q4_K each warp then takes every 4th unit of the 16 rows (a unit
 // is the 64 values of one quant chunk, two sub-blocks), and the warps' partial sums
 // meet in shared memory, in a fixed order; for Q5_0 / Q8_0 each warp takes 16 of
 // the 64 rows whole (a unit is one 32-value block) and writes its own sums. All of
