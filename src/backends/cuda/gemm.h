@@ -26,6 +26,9 @@ struct GemmWorkspace {
     bool no_grouped_gemm = false;  // cuBLAS refused the grouped BF16 → f32 call once
     int8_t* q8 = nullptr;         // activations quantized to 8 bits for the integer GEMV
     size_t q8_bytes = 0;
+    // With HF2Q_DENSE_REG_TILES (matmul.cu): the pairs {0, k}, k = 0 .. that bound, as
+    // the offsets of a one-expert grouped product of k rows (device memory).
+    const int32_t* dense_offsets = nullptr;
 };
 
 // Largest number of experts one grouped GEMM launch covers.

@@ -10,11 +10,48 @@
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/gemm_grouped.cuh"
 #include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
 
+// Batches of kGemvTokens + 1 .. HF2Q_DENSE_REG_TILES tokens on Q4_K / Q5_0 / Q8_0
+// weights take the grouped experts' register-decoding tile GEMM (gemm_grouped_reg.cu)
+// as one expert that holds every row, reading the weights in their block format
+// (0.56-1.06 bytes a weight) instead of the BF16 copy's 2 (batched decode: the dense
+// products are 17 % of a 64-sequence step, docs/performance.md). Its scales are
+// rounded to BF16 before they multiply, as for the experts. 0 (default): never.
+// Compiled, not yet measured.
+#ifndef HF2Q_DENSE_REG_TILES
+#define HF2Q_DENSE_REG_TILES 0
+#endif
+
 namespace hf2q::cuda {
 namespace {
+
+// The register tile GEMM for a dense batch (HF2Q_DENSE_REG_TILES): true when it ran.
+bool dense_reg_tiles(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
+    const GgmlType t = p.w.type;
+    if (p.n_tokens > dense_reg_tiles_max() || env.ws->dense_offsets == nullptr) return false;
+    if (t != GgmlType::Q4_K && t != GgmlType::Q5_0 && t != GgmlType::Q8_0) return false;
+    const int64_t xs = p.x_stride ? p.x_stride : p.w.n_in;
+    if (!grouped::reg_tiles_cover(t, p.w.data, p.w.row_bytes, 0, p.w.n_in) || xs % 4 != 0 ||
+        reinterpret_cast<uintptr_t>(p.x) % 16 != 0)
+        return false;  // gemm_grouped_tiles would take its shared-memory decoder
+    const int32_t host_offsets[2] = {0, static_cast<int32_t>(p.n_tokens)};
+    ops::MoeMatmulParams m;
+    m.w = p.w;
+    m.n_experts = 1;
+    m.offsets = env.ws->dense_offsets + 2 * p.n_tokens;
+    m.host_offsets = host_offsets;
+    m.x = p.x;
+    m.x_stride = p.x_stride;
+    m.y = p.y;
+    m.y_stride = p.y_stride;
+    m.n_rows = p.n_tokens;
+    const ExpertLoad load = expert_load(host_offsets, 1);
+    ensure_activations(env, p.n_tokens * p.w.n_in);
+    return gemm_grouped_tiles(m, &load, *env.ws, s);
+}
 
 template <GgmlType T>
 __global__ void get_rows_kernel(ops::GetRowsParams p) {
@@ -68,6 +105,8 @@ void launch_any_gemv(const GemvArgs& a, int64_t max_active_experts, MatmulEnv& e
 
 bool matmul_uses_gemv(int64_t n_tokens) { return n_tokens <= kGemvTokens; }
 
+int64_t dense_reg_tiles_max() { return HF2Q_DENSE_REG_TILES; }
+
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_tokens <= 0 || p.w.n_out <= 0) return;
     if (matmul_uses_gemv(p.n_tokens)) {
@@ -89,6 +128,7 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
         gemm_f32(p, *env.ws, env.cublas, s);
         return;
     }
+    if (dense_reg_tiles(p, env, s)) return;
     ensure_activations(env, p.n_tokens * p.w.n_in);
     gemm_bf16(p, *env.ws, env.cublas, s);
 }
