@@ -4,7 +4,9 @@
 //     8 tokens; gemv_q8.cu (8-bit activations, integer dot products) for the common
 //     block formats in the default precision, else gemv.cu (f32 arithmetic).
 //   larger batches: gemm.cu, weight tiles expanded to BF16 and multiplied on the
-//     tensor cores (or to f32 and SGEMM in the reference precision).
+//     tensor cores (or to f32 and SGEMM in the reference precision); with
+//     HF2Q_DENSE_REG_TILES, batches up to that many tokens on Q4_K / Q5_0 / Q8_0
+//     weights take the grouped experts' register-decoding tile GEMM instead.
 #include <algorithm>
 
 #include "backends/cuda/common.cuh"
