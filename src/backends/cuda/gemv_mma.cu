@@ -112,6 +112,17 @@ constexpr int64_t kSeqTilesMaxRows = 8;  // routed rows an expert, on average, f
 #endif
 static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 2 || HF2Q_GEMV_MMA_SPLIT32 == 1,
               "HF2Q_GEMV_MMA_SPLIT32: 4, 2 or 1");
+// 1: Q5_0's A fragments keep the offset-binary quants (0-31, which int8 holds) and
+// the block's -16·d_w·d_x·Σq_x comes in as a min term (the activations' d·Σq pair,
+// as Q4_K's mins do): two sub_small_bytes (three operations each) fewer a row and
+// unit, one more fma a sum. With a warp per tile (SPLIT32=1) the units' own work is
+// most of the down products' time. The integer sums stay exact; the float result
+// moves by rounding (two larger terms that cancel). 0 (default). Compiled, not yet
+// measured.
+#ifndef HF2Q_GEMV_MMA_Q5_MIN
+#define HF2Q_GEMV_MMA_Q5_MIN 0
+#endif
+constexpr bool kQ5Min = HF2Q_GEMV_MMA_Q5_MIN != 0;
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -290,6 +301,7 @@ struct MmaUnit<GgmlType::Q8_0> : BlockMmaUnit {
 template <>
 struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
     static constexpr uint32_t kBytes = 22;
+    static constexpr bool kMin = kQ5Min;  // (hides BlockMmaUnit's)
     __device__ void load(const uint8_t* const (&row)[2], uint32_t u, int t) {
         const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
 #pragma unroll
@@ -299,9 +311,11 @@ struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
             const uint32_t qh = lds4_a2(at + 2) >> (8 * t);
             const uint2 q = lds8_a2(at + 6 + 8 * (t % 2));
             d[0][r] = half_bits(half_at(blk));
-            m[0][r] = 0.0f;
-            a[0][r] = sub_small_bytes(((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh), 0x10101010u);
-            a[0][2 + r] = sub_small_bytes(((q.y >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh >> 4), 0x10101010u);
+            m[0][r] = kQ5Min ? 16.0f * d[0][r] : 0.0f;
+            const uint32_t lo = ((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh);
+            a[0][r] = kQ5Min ? lo : sub_small_bytes(lo, 0x10101010u);
+            const uint32_t hi = ((q.y >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh >> 4);
+            a[0][2 + r] = kQ5Min ? hi : sub_small_bytes(hi, 0x10101010u);
         }
     }
 };
