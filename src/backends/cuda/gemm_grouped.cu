@@ -304,12 +304,16 @@ ExpertLoad expert_load(const int32_t* host_offsets, int64_t n_experts) {
     return l;
 }
 
+bool grouped_tiles_in_registers(const ops::MoeMatmulParams& p) {
+    const int64_t n_in = p.w.n_in;
+    return reg_tiles_cover(p.w.type, p.w.data, p.w.row_bytes, p.expert_bytes, n_in) &&
+           (p.x_stride ? p.x_stride : n_in) % 4 == 0 && aligned16(p.x);  // to_bf16's perm16 reads float4s
+}
+
 bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, GemmWorkspace& ws, cudaStream_t s) {
     const int64_t n_in = p.w.n_in, n_out = p.w.n_out;
     if (!tile_type(p.w.type) || n_in <= 0 || n_in % 8 != 0 || p.n_rows <= 0 || n_out <= 0) return false;
-    const bool in_registers = reg_tiles_cover(p.w.type, p.w.data, p.w.row_bytes, p.expert_bytes, n_in) &&
-                              (p.x_stride ? p.x_stride : n_in) % 4 == 0 &&
-                              aligned16(p.x);  // to_bf16's perm16 reads float4s
+    const bool in_registers = grouped_tiles_in_registers(p);
     if (p.geglu && (!in_registers || p.y_prep != nullptr)) return false;
     // TilePiece<Q4_K> loads the 16-byte header of every block as one uint4.
     if (p.w.type == GgmlType::Q4_K &&

@@ -12,7 +12,6 @@
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/gemm.h"
-#include "backends/cuda/gemm_grouped.cuh"
 #include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
 
@@ -31,14 +30,9 @@ namespace hf2q::cuda {
 namespace {
 
 // The register tile GEMM for a dense batch (HF2Q_DENSE_REG_TILES): true when it ran.
+// The caller has sized the BF16 activations (ensure_activations).
 bool dense_reg_tiles(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
-    const GgmlType t = p.w.type;
     if (p.n_tokens > dense_reg_tiles_max() || env.ws->dense_offsets == nullptr) return false;
-    if (t != GgmlType::Q4_K && t != GgmlType::Q5_0 && t != GgmlType::Q8_0) return false;
-    const int64_t xs = p.x_stride ? p.x_stride : p.w.n_in;
-    if (!grouped::reg_tiles_cover(t, p.w.data, p.w.row_bytes, 0, p.w.n_in) || xs % 4 != 0 ||
-        reinterpret_cast<uintptr_t>(p.x) % 16 != 0)
-        return false;  // gemm_grouped_tiles would take its shared-memory decoder
     const int32_t host_offsets[2] = {0, static_cast<int32_t>(p.n_tokens)};
     ops::MoeMatmulParams m;
     m.w = p.w;
@@ -50,8 +44,8 @@ bool dense_reg_tiles(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s)
     m.y = p.y;
     m.y_stride = p.y_stride;
     m.n_rows = p.n_tokens;
+    if (!grouped_tiles_in_registers(m)) return false;  // not its shared-memory decoder
     const ExpertLoad load = expert_load(host_offsets, 1);
-    ensure_activations(env, p.n_tokens * p.w.n_in);
     return gemm_grouped_tiles(m, &load, *env.ws, s);
 }
 
@@ -130,8 +124,8 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
         gemm_f32(p, *env.ws, env.cublas, s);
         return;
     }
-    if (dense_reg_tiles(p, env, s)) return;
     ensure_activations(env, p.n_tokens * p.w.n_in);
+    if (dense_reg_tiles(p, env, s)) return;
     gemm_bf16(p, *env.ws, env.cublas, s);
 }
 
