@@ -98,20 +98,19 @@ static_assert(HF2Q_GEMV_MMA_Q4K_TILES == 1 || HF2Q_GEMV_MMA_Q4K_TILES == 2 || HF
               "HF2Q_GEMV_MMA_Q4K_TILES: 1, 2 or 4");
 constexpr int64_t kSeqTilesMaxRows = 8;  // routed rows an expert, on average, for HF2Q_GEMV_MMA_Q4K_TILES
 // Warps that share a 16-row tile of Q5_0 / Q8_0 rows (each takes every kSplit-th
-// unit; their sums meet in shared memory): 1 (default), 2 or 4, so a block holds 64,
-// 32 or 16 rows. The down products' rows are 22 units long, so with 4 a warp did 5.5
+// unit; their sums meet in shared memory): 1 (default) or 4, so a block holds 64 or
+// 16 rows. The down products' rows are 22 units long, so with 4 a warp did 5.5
 // units a pass and the block's fixed work (staging, waiting, reducing) rivalled its
 // MMAs; with 1 a warp takes a whole tile and writes its sums from its registers, and
 // a block stages the activation rows once for 64 rows. Where a block of the wider
 // shape does not fit the shared-memory bound, the launch takes 4. H200, session 20,
 // 512 routed rows: down Q5_0 105.4 -> 86.9 us, Q8_0 84.0 -> 86.1 us (at 4,096 rows
 // 406.7 -> 334.1 and 279.0 -> 239.4 us); 64 sequences 4,270 / 4,237 -> 4,343 / 4,346
-// tokens/s, 2 in between (docs/performance.md).
+// tokens/s; 2 warps a tile measured in between and was dropped (docs/performance.md).
 #ifndef HF2Q_GEMV_MMA_SPLIT32
 #define HF2Q_GEMV_MMA_SPLIT32 1
 #endif
-static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 2 || HF2Q_GEMV_MMA_SPLIT32 == 1,
-              "HF2Q_GEMV_MMA_SPLIT32: 4, 2 or 1");
+static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GEMV_MMA_SPLIT32: 4 or 1");
 // 1: Q5_0's A fragments keep the offset-binary quants (0-31, which int8 holds) and
 // the block's -16·d_w·d_x·Σq_x comes in as a min term (the activations' d·Σq pair,
 // as Q4_K's mins do): two sub_small_bytes (three operations each) fewer a row and
@@ -448,8 +447,8 @@ __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], ui
 // fit 10 by shared memory, so their registers are held to 48 (ptxas unrolls their
 // unit loop and took 56-64 otherwise). Q4_K's 55 KB allow 4 whatever its registers;
 // 0 leaves ptxas its own choice there (56; a minimum of 1 or 4 let it take 71-75).
-// With fewer warps a tile (split < 4), their blocks are 2-4 times larger and an SM
-// holds 3-8 of them: no bound.
+// With one warp a tile, their blocks are 4 times larger and an SM holds 4-5 of
+// them: no bound.
 constexpr int min_blocks(GgmlType t, int split) { return t == GgmlType::Q4_K || split < kWarps ? 0 : 10; }
 
 // direct: block row y works on expert y (the grid covers every expert; those
@@ -459,15 +458,16 @@ constexpr int min_blocks(GgmlType t, int split) { return t == GgmlType::Q4_K || 
 // end and its own lookup of the offsets. Otherwise (fewer routed rows than
 // experts) block row y works on the y-th expert with rows, found first.
 //
-// kSplit: warps a 16-row tile (HF2Q_GEMV_MMA_SPLIT32); a block holds kWarps / kSplit
-// tiles, warp w works on tile w / kSplit and takes its units w % kSplit, w % kSplit +
-// kSplit, ...
+// kSplit: warps a 16-row tile (HF2Q_GEMV_MMA_SPLIT32: 1 or kWarps); a block holds
+// kWarps / kSplit tiles, warp w works on tile w / kSplit and takes its units w %
+// kSplit, w % kSplit + kSplit, ...
 //
 // kSeq: 16-row tiles (Q4_K) a block takes in turn (HF2Q_GEMV_MMA_Q4K_TILES).
 template <GgmlType T, int kSplit, int kSeq>
 __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
     static_assert(T != GgmlType::Q4_K || kSplit == kWarps, "Q4_K's passes give warp w the chunk c = w");
+    static_assert(kSplit == 1 || kSplit == kWarps, "a warp a tile, or all of them");
     using U = MmaUnit<T>;
     constexpr int kBlockRows = kRows * (kWarps / kSplit);
     extern __shared__ __align__(16) uint8_t smem[];
@@ -558,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
                     const int r = kRows * tw + g + 8 * (i / 2), col = 2 * t + i % 2;
                     if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = acc[i];
                 }
-            } else if constexpr (kSplit == kWarps) {
+            } else {
                 // The four warps' partial sums, added in warp order (in a paired pass, each
                 // warp's columns n and n + 4: lanes l and l + 2).
                 reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
@@ -573,20 +573,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
                     for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l + 2) * 4 + i];
                 }
                 if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = v;
-            } else {
-                // Two warps a tile (the 32-value formats: no paired passes): their partial
-                // sums added in warp order.
-                reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-                __syncthreads();
-                for (int o = threadIdx.x; o < kBlockRows * kCols; o += kThreads) {  // 16 × 8 sums a tile
-                    const int ot = o / (kRows * kCols), r = o % (kRows * kCols) / kCols, col = o % kCols;
-                    const int l = 4 * (r % 8) + col / 2, i = 2 * (r / 8) + col % 2;
-                    const float* tr = red + ot * kSplit * 32 * 4;
-                    float v = 0.0f;
-#pragma unroll
-                    for (int k = 0; k < kSplit; ++k) v += tr[(k * 32 + l) * 4 + i];
-                    if (col < nt && kRows * ot + r < rows) a.y[(c0 + col) * a.y_stride + o0 + kRows * ot + r] = v;
-                }
             }
             __syncthreads();  // red (and the staged rows) are written again by the next pass
         }
