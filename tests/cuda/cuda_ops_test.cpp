@@ -1204,6 +1204,91 @@ TEST_F(CudaOps, GroupedTileGemmMatchesBf16Reference) {
     }
 }
 
+// Dense products of 17-128 tokens on Q4_K, Q5_0 and Q8_0 weights (the dense split
+// kernel of gemm_grouped_reg.cu, on sm_90a builds on Hopper; elsewhere the BF16
+// expansion and cuBLAS). The reference is the CPU product of the activations
+// rounded to BF16 and the weights as the path rounds them: as the register decoder
+// does, or (the expansion) each dequantized value rounded to BF16 once. Each path
+// must match its own reference within 1e-4, which leaves room only for the order
+// of the sums; a misplaced value, scale or tile shows as an O(1) error. The shapes give one tile (no split), splits
+// of 2 and 8 with an uneven last slice, an empty last slice (33 stages over 8
+// blocks of 5), outputs around the 128-row tile, 64- and 128-token tiles with
+// partial ones, and padded strides whose padding must keep its sentinel. Two runs
+// must agree bit for bit (the split sums meet in a fixed order), and matmul_multi
+// (the activations converted once) must give what the separate matmul gives.
+TEST_F(CudaOps, DenseSplitMatchesBf16Reference) {
+    struct Shape {
+        GgmlType type;
+        int64_t n_out, n_in;
+    };
+    const std::vector<Shape> shapes = {
+        {GgmlType::Q4_K, 200, 2816}, {GgmlType::Q4_K, 1000, 2304}, {GgmlType::Q4_K, 67, 256},
+        {GgmlType::Q4_K, 4100, 512}, {GgmlType::Q5_0, 200, 2112},  {GgmlType::Q5_0, 1000, 2112},
+        {GgmlType::Q5_0, 67, 64},    {GgmlType::Q8_0, 129, 2112},  {GgmlType::Q8_0, 1000, 2112},
+        {GgmlType::Q8_0, 4100, 512}};
+    for (const Shape& sh : shapes) {
+        const int64_t N = sh.n_out, K = sh.n_in, xs = K + 4, ys = N + 3;
+        const auto [wq, row_bytes] = random_quantized(sh.type, N, K, 0.05f);
+        std::vector<float> wr(static_cast<size_t>(N * K)), we(wr.size());  // register decoder, expansion
+        for (int64_t r = 0; r < N; ++r) {
+            const uint8_t* src = wq.data() + static_cast<size_t>(r) * row_bytes;
+            const auto row = reg_decoded_row(sh.type, src, K);
+            std::copy(row.begin(), row.end(), wr.begin() + r * K);
+            quant::dequantize_row(sh.type, src, we.data() + r * K, K);
+        }
+        for (auto& v : we) v = bf16_round(v);
+        const uint64_t f32_row = static_cast<uint64_t>(K) * sizeof(float);
+        const ops::WeightView wf{GgmlType::F32, K, N, f32_row, wr.data()}, wfe{GgmlType::F32, K, N, f32_row, we.data()};
+        const ops::WeightView dw{sh.type, K, N, row_bytes, dev(wq)};
+        for (int64_t T : {17, 31, 64, 65, 100, 128}) {
+            const std::string what = std::string(ggml_type_name(sh.type)) + " N=" + std::to_string(N) +
+                                     " K=" + std::to_string(K) + " T=" + std::to_string(T);
+            auto x = randn(static_cast<size_t>(T * xs));
+            std::vector<float> xr = x;
+            for (auto& v : xr) v = bf16_round(v);
+            std::vector<float> ref(static_cast<size_t>(T * ys), 7.0f), ref_e = ref;
+            cpu->matmul({wf, xr.data(), ref.data(), T, xs, ys});
+            cpu->matmul({wfe, xr.data(), ref_e.data(), T, xs, ys});
+            float* dx = dev(x);
+            std::vector<float> runs[2];
+            for (auto& got : runs) {
+                float* dy = dev(std::vector<float>(ref.size(), 7.0f));
+                gpu->matmul({dw, dx, dy, T, xs, ys});
+                got = host(dy, ref.size());
+            }
+            EXPECT_LT(std::min(rel_err(runs[0], ref), rel_err(runs[0], ref_e)), 1e-4) << what;
+            EXPECT_EQ(runs[0], runs[1]) << what << ": two runs differ";
+            bool pad_kept = true;
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t c = N; c < ys; ++c) pad_kept = pad_kept && runs[0][static_cast<size_t>(t * ys + c)] == 7.0f;
+            EXPECT_TRUE(pad_kept) << what << ": wrote outside its output columns";
+
+            ops::MultiMatmulParams m;  // this weight twice, the second time unpadded
+            m.n = 2;
+            m.w[0] = m.w[1] = dw;
+            m.x = dx;
+            m.x_stride = xs;
+            m.n_tokens = T;
+            m.y[0] = dev(std::vector<float>(ref.size(), 7.0f));
+            m.y_stride[0] = ys;
+            m.y[1] = gpu->alloc_array<float>(static_cast<size_t>(T * N));
+            gpu->matmul_multi(m);
+            EXPECT_EQ(host(m.y[0], ref.size()), runs[0]) << what << " (matmul_multi)";
+            // Unpadded (cuBLAS may take another algorithm for another stride, so the
+            // bound, not bit equality).
+            const auto second = host(m.y[1], static_cast<size_t>(T * N));
+            std::vector<float> unpadded(second.size()), unpadded_e(second.size());
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t c = 0; c < N; ++c) {
+                    unpadded[static_cast<size_t>(t * N + c)] = ref[static_cast<size_t>(t * ys + c)];
+                    unpadded_e[static_cast<size_t>(t * N + c)] = ref_e[static_cast<size_t>(t * ys + c)];
+                }
+            EXPECT_LT(std::min(rel_err(second, unpadded), rel_err(second, unpadded_e)), 1e-4)
+                << what << " (matmul_multi, second weight)";
+        }
+    }
+}
+
 // gelu_tanh(g) · u as the CPU reference computes it (ops/activation.h).
 float host_geglu(float g, float u) {
     const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);
@@ -1701,8 +1786,9 @@ double time_calls(ops::Backend& be, int reps, F&& f) {
 
 }  // namespace
 
-// Throughput of the matmul paths on 26B-A4B shapes (run with
-// --gtest_also_run_disabled_tests; figures in docs/performance.md).
+// Throughput of the matmul paths on 26B-A4B shapes, with the BF16 batch copies the
+// model makes by default (run with --gtest_also_run_disabled_tests; figures in
+// docs/performance.md). GB/s counts the block format's bytes.
 TEST_F(CudaOps, DISABLED_MatmulThroughput) {
     struct Shape {
         const char* name;
@@ -1710,7 +1796,11 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
         int64_t n_in, n_out;
     };
     const Shape shapes[] = {{"attn_q 2816->4096 q4_k", GgmlType::Q4_K, 2816, 4096},
+                            {"attn_k 2816->2048 q4_k", GgmlType::Q4_K, 2816, 2048},
+                            {"attn_o 4096->2816 q4_k", GgmlType::Q4_K, 4096, 2816},
+                            {"full attn_q 2816->8192 q4_k", GgmlType::Q4_K, 2816, 8192},
                             {"ffn_down 2112->2816 q8_0", GgmlType::Q8_0, 2112, 2816},
+                            {"ffn_down 2112->2816 q5_0", GgmlType::Q5_0, 2112, 2816},
                             {"lm_head 2816->262144 q6_k", GgmlType::Q6_K, 2816, 262144},
                             {"ffn_up 2816->2112 q4_k", GgmlType::Q4_K, 2816, 2112},
                             {"moe down 2112->2816 q5_0", GgmlType::Q5_0, 2112, 2816}};
@@ -1726,12 +1816,13 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
         }
         ops::WeightView w{sh.type, sh.n_in, sh.n_out, row_bytes, dev(wq)};
         ops::WeightView w32 = w;
+        w.batch_layout = gpu->batch_layout(w);  // as the model loads it (batch copies `auto`)
         w32.data = gpu32->alloc(wq.size());
         gpu32->upload(const_cast<void*>(w32.data), wq.data(), wq.size());
-        for (int64_t T : {1, 8, 64, 512, 4096}) {
+        for (int64_t T : {1, 8, 17, 32, 64, 128, 512, 4096}) {
             float* x = dev(randn(static_cast<size_t>(T * sh.n_in)));
             float* y = gpu->alloc_array<float>(static_cast<size_t>(T * sh.n_out));
-            const double s = time_calls(*gpu, T >= 512 ? 5 : 20, [&] { gpu->matmul({w, x, y, T, 0, 0}); });
+            const double s = time_calls(*gpu, T >= 512 ? 5 : 50, [&] { gpu->matmul({w, x, y, T, 0, 0}); });
             std::printf("[ perf ] %-28s T=%5ld %9.1f us %8.1f GB/s (weights) %8.1f TFLOP/s\n", sh.name,
                         static_cast<long>(T), s * 1e6, static_cast<double>(wq.size()) / s / 1e9,
                         2.0 * static_cast<double>(T * sh.n_in * sh.n_out) / s / 1e12);

@@ -65,13 +65,6 @@ public:
         ws_.ptrs = static_cast<void**>(alloc(3 * kMaxGroup * sizeof(void*)));
         ws_.q8 = static_cast<int8_t*>(alloc(kQ8Bytes));
         ws_.q8_bytes = kQ8Bytes;
-        if (const int64_t k = dense_reg_tiles_max(); k > 0) {  // the pairs {0, j}, j <= k
-            std::vector<int32_t> pairs(static_cast<size_t>(2 * (k + 1)));
-            for (int64_t j = 0; j <= k; ++j) pairs[static_cast<size_t>(2 * j + 1)] = static_cast<int32_t>(j);
-            auto* d = static_cast<int32_t*>(alloc(pairs.size() * sizeof(int32_t)));
-            HF2Q_CUDA_CHECK(cudaMemcpy(d, pairs.data(), pairs.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-            ws_.dense_offsets = d;
-        }
         env_.ws = &ws_;
         env_.cublas = cublas_;
         env_.precision = o.precision;
@@ -358,6 +351,16 @@ int device_count() {
         cudaGetLastError();
         return 0;
     }
+    return n;
+}
+
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        HF2Q_CUDA_CHECK(cudaGetDevice(&dev));
+        HF2Q_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+        return v > 0 ? v : 1;
+    }();
     return n;
 }
 

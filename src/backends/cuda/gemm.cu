@@ -155,9 +155,9 @@ void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, in
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
-void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s) {
+void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s, bool x_ready) {
     const int64_t n_in = p.w.n_in, xs = p.x_stride ? p.x_stride : n_in, ys = p.y_stride ? p.y_stride : p.w.n_out;
-    to_bf16(p.x, xs, nullptr, p.n_tokens, n_in, ws, s);
+    if (!x_ready) to_bf16(p.x, xs, nullptr, p.n_tokens, n_in, ws, s);
     check_cublas(cublasSetStream(h, s), "cublasSetStream");
     // The rows expand_to_bf16 wrote at load (the same values), or BF16 rows as stored.
     const void* rows = p.w.batch_layout != nullptr ? p.w.batch_layout : bf16_rows_direct(p.w) ? p.w.data : nullptr;

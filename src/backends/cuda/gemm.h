@@ -26,9 +26,6 @@ struct GemmWorkspace {
     bool no_grouped_gemm = false;  // cuBLAS refused the grouped BF16 → f32 call once
     int8_t* q8 = nullptr;         // activations quantized to 8 bits for the integer GEMV
     size_t q8_bytes = 0;
-    // With HF2Q_DENSE_REG_TILES (matmul.cu): the pairs {0, k}, k = 0 .. that bound, as
-    // the offsets of a one-expert grouped product of k rows (device memory).
-    const int32_t* dense_offsets = nullptr;
 };
 
 // Largest number of experts one grouped GEMM launch covers.
@@ -43,8 +40,10 @@ void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, in
 
 // y = x · Wᵀ for a batch: W expanded to BF16 in row chunks that fit the workspace
 // (or read from p.w.batch_layout, expanded once at load), x converted to BF16 once,
-// cuBLAS BF16 GEMM with f32 accumulation and f32 output.
-void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
+// cuBLAS BF16 GEMM with f32 accumulation and f32 output. x_ready: ws.x already holds
+// p.x in BF16 (to_bf16, not permuted), as for the second and third weights of a
+// matmul_multi.
+void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s, bool x_ready = false);
 
 // Weights gemm_bf16 multiplies as stored, with no expansion and no batch copy: BF16
 // rows of n_in contiguous values.

@@ -47,10 +47,6 @@ void launch_get_rows(const ops::GetRowsParams& p, cudaStream_t s);
 // Whether launch_matmul(_multi) of n_tokens rows takes the GEMV (whose only
 // scratch is env.ws->q8) rather than the tensor-core or SGEMM paths.
 bool matmul_uses_gemv(int64_t n_tokens);
-// The most tokens a dense matmul may take the register-decoding tile GEMM with
-// (HF2Q_DENSE_REG_TILES; 0: never), so the backend knows how many {0, k} offset
-// pairs to put in GemmWorkspace::dense_offsets.
-int64_t dense_reg_tiles_max();
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s);
 void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s);
 void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& ws, cudaStream_t s);
