@@ -288,6 +288,13 @@ int64_t useful_splits(const ops::AttentionParams& p) {
     return std::max<int64_t>(1, (keys + ck - 1) / ck / kMinChunksPerSplit);
 }
 
+int sm_count() {
+    int dev = 0, n = 0;
+    HF2Q_CUDA_CHECK(cudaGetDevice(&dev));
+    HF2Q_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n > 0 ? n : 1;
+}
+
 }  // namespace
 
 void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& ws, cudaStream_t s) {

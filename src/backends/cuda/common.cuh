@@ -66,36 +66,24 @@ __device__ __forceinline__ void pdl_begin() {
 }
 
 // kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch
-// (HF2Q_CUDA_PDL, a CMake option, on by default; off, a plain launch), in clusters
-// of cluster_z blocks along z where cluster_z > 1 (sm_90; grid.z a multiple of it).
+// (HF2Q_CUDA_PDL, a CMake option, on by default; off, a plain launch).
 template <class... Params, class... Args>
-void launch_clustered(void (*kernel)(Params...), dim3 grid, unsigned cluster_z, dim3 block, size_t smem,
-                      cudaStream_t s, Args&&... args) {
-    cudaLaunchAttribute attr[2];
-    unsigned n = 0;
-#if HF2Q_CUDA_PDL
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n++].val.programmaticStreamSerializationAllowed = 1;
-#endif
-    if (cluster_z > 1) {
-        attr[n].id = cudaLaunchAttributeClusterDimension;
-        attr[n].val.clusterDim.x = 1;
-        attr[n].val.clusterDim.y = 1;
-        attr[n++].val.clusterDim.z = cluster_z;
-    }
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cfg.attrs = attr;
-    cfg.numAttrs = n;
+#if HF2Q_CUDA_PDL
+    cfg.numAttrs = 1;
+#else
+    cfg.numAttrs = 0;
+#endif
     HF2Q_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
-
-template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
-    launch_clustered(kernel, grid, 1, block, smem, s, std::forward<Args>(args)...);
 }
 
 // 16 weight bytes (16-byte aligned) that a kernel reads once: read-only, and past L1
@@ -198,8 +186,6 @@ __device__ __forceinline__ float4 load_kv4(const kv_i8* p) {
 // Whether the warpgroup-MMA kernels run here: an sm_90a build (HF2Q_WGMMA) on a
 // compute capability 9.x device (cuda_backend.cu).
 bool use_wgmma();
-// The current device's multiprocessors (at least 1).
-int sm_count();
 
 // gelu_tanh(u) = 0.5·u·(1 + tanh(√(2/π)·(u + 0.044715·u³))) (ops/activation.h): the
 // GEGLU kernels and the grouped GEMM's GEGLU epilogue share it, so fused and

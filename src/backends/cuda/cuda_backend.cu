@@ -354,16 +354,6 @@ int device_count() {
     return n;
 }
 
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        HF2Q_CUDA_CHECK(cudaGetDevice(&dev));
-        HF2Q_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-        return v > 0 ? v : 1;
-    }();
-    return n;
-}
-
 bool use_wgmma() {
 #if HF2Q_WGMMA
     static const bool yes = [] {

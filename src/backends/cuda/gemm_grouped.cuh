@@ -145,32 +145,4 @@ bool reg_tiles_cover(GgmlType type, const void* w, uint64_t row_bytes, uint64_t 
 void launch_reg_tiles(const TileArgs& a, GgmlType type, unsigned m_tiles, unsigned n_tiles, bool wide,
                       cudaStream_t s);
 
-// The dense product of 1 .. kDenseMaxRows tokens on the same decoders
-// (gemm_grouped_reg.cu: dense_split_wgmma_kernel), sm_90a builds on Hopper only:
-// blocks of kBM outputs × bn tokens, the reduction split over `splits` blocks of
-// a cluster (split_stages stages of kBK values each).
-constexpr int64_t kDenseMaxRows = 128;
-// Blocks a split takes at most: 8 (default: the portable cluster size) or 4, for
-// A/Bs (ncu, session 21: clusters of 8 at 2 blocks an SM fit 30 at a time on the
-// H200, so a grid of 32 such clusters ran in two waves).
-#ifndef HF2Q_DENSE_MAX_SPLIT
-#define HF2Q_DENSE_MAX_SPLIT 8
-#endif
-constexpr int64_t kMaxDenseSplits = HF2Q_DENSE_MAX_SPLIT;
-struct DenseSplit {
-    int bn = 64;
-    unsigned m_tiles = 0, n_tiles = 0, splits = 1;
-    int split_stages = 0;
-};
-// The launch shape for n_out × n_in weights and n_rows tokens on `sms` SMs.
-DenseSplit dense_split(int64_t n_out, int64_t n_in, int64_t n_rows, int sms);
-// Whether it covers the weight and batch: reg_tiles_cover's types and layouts, at
-// most kDenseMaxRows tokens, wgmma available.
-bool dense_split_covers(GgmlType type, const void* w, uint64_t row_bytes, int64_t n_in, int64_t n_out,
-                        int64_t n_rows);
-// y = x · Wᵀ: a.x holds n_rows activation rows in BF16, permuted as to_bf16's
-// perm16; a.offsets, a.x_rows, a.n_experts, a.expert_bytes and a.glu are unused
-// (null / 0).
-void launch_dense_split(const TileArgs& a, GgmlType type, int64_t n_rows, cudaStream_t s);
-
 }  // namespace hf2q::cuda::grouped

@@ -37,7 +37,6 @@
 // once per expert it is routed to (gemm_grouped_tiles). With TileArgs::glu they
 // apply gate_up's GEGLU in the epilogue (gemm_grouped.cuh: tile_weight_row), so
 // the 2F-wide product never reaches memory.
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include "backends/cuda/common.cuh"
@@ -47,8 +46,6 @@
 
 namespace hf2q::cuda::grouped {
 namespace {
-
-namespace cg = cooperative_groups;
 
 constexpr int kStages = 4;
 
@@ -513,172 +510,6 @@ constexpr size_t wgmma_smem() {
     return static_cast<size_t>(kStages) * (128 * kBK * 2 + kBM * Stage<T>::kStride) + 1024;  // + alignment slack
 }
 
-// Ring slots of the dense split kernel (it looks kDenseStages − 2 stages ahead): 4
-// (default) or 6, for A/Bs (session 21: its blocks wait on memory, ncu).
-#ifndef HF2Q_DENSE_STAGES
-#define HF2Q_DENSE_STAGES 4
-#endif
-constexpr int kDenseStages = HF2Q_DENSE_STAGES;
-static_assert(kDenseStages >= 3, "HF2Q_DENSE_STAGES: at least 3");
-
-// The dense product of a small batch (17-128 tokens: batched decode, short prompts)
-// on the same decoders and warpgroup MMA: y = x · Wᵀ for one weight in its block
-// format, instead of cuBLAS on its BF16 copy (2 bytes a weight against Q4_K's 0.56).
-// A block owns 128 outputs × BN tokens (64 or 128) over a slice of the reduction:
-// the dense shapes have only 8-64 tiles of 128 outputs, too few for 132 SMs, so
-// the reduction is split over the z blocks of a thread-block cluster (at most 8,
-// DenseSplit), each streaming its slice of the weight rows. The partial sums meet
-// in distributed shared memory: every block leaves its tile in its own shared
-// memory, and after the cluster barrier block q adds the q-th share of the tile
-// over all blocks, in block order (so the result does not depend on timing), and
-// writes y. Nothing goes through global memory but y.
-template <GgmlType T, int BN>
-__global__ void __launch_bounds__(kThreads, 2) dense_split_wgmma_kernel(TileArgs a, int n_rows, int split_stages) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    pdl_begin();
-    using St = Stage<T>;
-    constexpr int kBBytes = BN * kBK * 2;  // 128-byte rows
-    constexpr int kABytes = kBM * St::kStride;
-    constexpr int kStageBytes = kBBytes + kABytes;
-    constexpr int kLdr = kBM + 4;  // f32 row stride of the tile the cluster reduces
-    static_assert(kStageBytes % 1024 == 0, "every stage's B tile starts 1,024-byte aligned");
-    static_assert(BN * kLdr * 4 <= kDenseStages * kStageBytes, "the reduced tile fits in the ring");
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-
-    BlockTile t;
-    t.m0 = static_cast<int64_t>(blockIdx.x) * kBM;
-    t.r0 = static_cast<int>(blockIdx.y) * BN;
-    t.r1 = min(n_rows, t.r0 + BN);
-    t.w = a.w;
-    const int64_t n_stages = a.n_in / kBK;
-    const int64_t s_begin = min(n_stages, static_cast<int64_t>(blockIdx.z) * split_stages);
-    const int64_t s_end = min(n_stages, s_begin + split_stages);
-
-    const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-    const int g = lane / 4, t4 = lane % 4;
-    const int row0 = 16 * warp + g;
-    uint32_t base[2];
-    row_bases(a, t, row0, base);
-
-    const WeightCopy<T> wcopy(a, t, tid);
-    const int b_n = tid / 8, b_c = tid % 8;
-    const XRows<BN / (kThreads / 8), kThreads / 8> xr(a, t.r0, t.r1, b_n);
-    auto issue = [&](int64_t s) {
-        unsigned char* const slot = smem + (s % kDenseStages) * kStageBytes;
-        const int64_t k0 = s * kBK;
-        wcopy.issue(slot + kBBytes, k0);
-#pragma unroll
-        for (int j = 0; j < BN / (kThreads / 8); ++j) {
-            const int n = b_n + j * (kThreads / 8);
-            const bool ok = xr.off[j] >= 0;
-            cp_async16(slot + n * 128 + ((b_c ^ (n & 7)) << 4), ok ? a.x + xr.off[j] + k0 + 8 * b_c : a.x,
-                       ok ? 16 : 0);
-        }
-    };
-
-    float acc[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-    uint32_t af[2][4];
-
-    // The ring of grouped_wgmma_gemm_kernel (which see), over stages s_begin .. s_end.
-#pragma unroll
-    for (int s = 0; s < kDenseStages - 2; ++s) {
-        if (s_begin + s < s_end) issue(s_begin + s);
-        cp_async_commit();
-    }
-    for (int64_t s = s_begin; s < s_end; ++s) {
-        cp_async_wait<kDenseStages - 3>();
-        __syncthreads();
-        if (s + kDenseStages - 2 < s_end) issue(s + kDenseStages - 2);
-        cp_async_commit();
-
-        const unsigned char* const slot = smem + (s % kDenseStages) * kStageBytes;
-        Rows<T, 2> rw;
-        rw.scales(slot + kBBytes, row0, t4, lane, base, s);
-#pragma unroll
-        for (int step = 0; step < kBK / 16; ++step) {
-            uint32_t words[2][2];
-            rw.words(slot + kBBytes, row0, t4, step, words);
-            uint32_t(&f)[4] = af[step % 2];
-            wgmma_wait<1>();
-            f[0] = rw.frag(words, 0, step, 0);
-            f[1] = rw.frag(words, 1, step, 0);
-            f[2] = rw.frag(words, 0, step, 1);
-            f[3] = rw.frag(words, 1, step, 1);
-            wgmma_fence();
-            if constexpr (BN == 64)
-                wgmma_m64n64k16_bf16(acc, f, smem_desc_sw128(slot + 32 * step));
-            else
-                wgmma_m64n128k16_bf16(acc, f, smem_desc_sw128(slot + 32 * step));
-            wgmma_commit();
-        }
-    }
-    wgmma_wait<0>();
-    fence_operands(acc);
-    cp_async_wait<0>();
-    const auto& tiles = reinterpret_cast<const float(&)[1][BN / 8][4]>(acc);
-    if (gridDim.z == 1) {
-        store_tiles(a, tiles, t.m0 + 16 * warp, t.r0, t.r1);
-        return;
-    }
-    // The split reduction: this block's tile into its ring (every warp is done with
-    // the ring after the barrier), value j of n8 tile nt at [token][output].
-    __syncthreads();
-    float* const red = reinterpret_cast<float*>(smem);
-#pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) red[(8 * nt + 2 * t4 + j % 2) * kLdr + 16 * warp + g + 8 * (j / 2)] = tiles[0][nt][j];
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();  // every block's tile is written and visible to the cluster
-    const int rows = t.r1 - t.r0, n_blocks = static_cast<int>(gridDim.z), q = static_cast<int>(blockIdx.z);
-    const int quads = rows * (kBM / 4), share = (quads + n_blocks - 1) / n_blocks;
-    const int e_end = min(quads, (q + 1) * share);
-    for (int e = q * share + tid; e < e_end; e += kThreads) {
-        const int r = e / (kBM / 4), m = 4 * (e % (kBM / 4));
-        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int z = 0; z < n_blocks; ++z) {
-            const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(red, z) + r * kLdr + m);
-            sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-        }
-        float* const out = a.y + static_cast<int64_t>(t.r0 + r) * a.ys + t.m0 + m;
-        const float sv[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-            if (t.m0 + m + i < a.n_out) out[i] = sv[i];
-    }
-    cluster.sync();  // no block leaves while another still reads its tile
-#else
-    (void)a;
-    (void)n_rows;
-    (void)split_stages;
-    __trap();
-#endif
-}
-
-template <GgmlType T, int BN>
-constexpr size_t dense_split_smem() {
-    return static_cast<size_t>(kDenseStages) * (BN * kBK * 2 + kBM * Stage<T>::kStride) + 1024;  // + alignment slack
-}
-
-template <GgmlType T, int BN>
-void launch_dense_typed(const TileArgs& a, int n_rows, const DenseSplit& d, cudaStream_t s) {
-    constexpr size_t smem = dense_split_smem<T, BN>();
-    allow_smem<dense_split_wgmma_kernel<T, BN>>(smem);
-    launch_clustered(dense_split_wgmma_kernel<T, BN>, dim3(d.m_tiles, d.n_tiles, d.splits), d.splits, kThreads, smem,
-                     s, a, n_rows, d.split_stages);
-}
-
-template <GgmlType T>
-void launch_dense_type(const TileArgs& a, int n_rows, const DenseSplit& d, cudaStream_t s) {
-    if (d.bn == 64)
-        launch_dense_typed<T, 64>(a, n_rows, d, s);
-    else
-        launch_dense_typed<T, 128>(a, n_rows, d, s);
-}
-
 template <GgmlType T, int BN>
 void launch_typed(const TileArgs& a, unsigned m_tiles, unsigned n_tiles, cudaStream_t s) {
     constexpr size_t smem = RegTiling<BN>::template kSmem<T>;
@@ -713,43 +544,6 @@ void launch_reg_tiles(const TileArgs& a, GgmlType type, unsigned m_tiles, unsign
         case GgmlType::Q4_K: launch_type<GgmlType::Q4_K>(a, m_tiles, n_tiles, wide, s); break;
         case GgmlType::Q5_0: launch_type<GgmlType::Q5_0>(a, m_tiles, n_tiles, wide, s); break;
         case GgmlType::Q8_0: launch_type<GgmlType::Q8_0>(a, m_tiles, n_tiles, wide, s); break;
-        default: HF2Q_ASSERT(false);
-    }
-    HF2Q_CUDA_LAUNCH_CHECK();
-}
-
-DenseSplit dense_split(int64_t n_out, int64_t n_in, int64_t n_rows, int sms) {
-    DenseSplit d;
-    d.bn = n_rows <= 64 ? 64 : 128;
-    d.m_tiles = static_cast<unsigned>((n_out + kBM - 1) / kBM);
-    d.n_tiles = static_cast<unsigned>((n_rows + d.bn - 1) / d.bn);
-    const int64_t n_stages = n_in / kBK, tiles = static_cast<int64_t>(d.m_tiles) * d.n_tiles;
-    // Double the split while the grid stays within two blocks an SM and each block
-    // keeps at least kMinSplitStages stages (its ring's start and the reduction are
-    // fixed work). The split depends on the shapes and the batch's tile count only.
-    constexpr int64_t kMinSplitStages = 4;
-    int64_t splits = 1;
-    while (splits < kMaxDenseSplits && 2 * splits * tiles <= 2 * static_cast<int64_t>(sms) &&
-           n_stages >= 2 * splits * kMinSplitStages)
-        splits *= 2;
-    d.split_stages = static_cast<int>((n_stages + splits - 1) / splits);
-    d.splits = static_cast<unsigned>(splits);
-    return d;
-}
-
-bool dense_split_covers(GgmlType type, const void* w, uint64_t row_bytes, int64_t n_in, int64_t n_out,
-                        int64_t n_rows) {
-    return use_wgmma() && n_rows > 0 && n_rows <= kDenseMaxRows && n_out > 0 && n_out <= (int64_t{1} << 30) &&
-           n_in <= (int64_t{1} << 30) && reg_tiles_cover(type, w, row_bytes, 0, n_in);
-}
-
-void launch_dense_split(const TileArgs& a, GgmlType type, int64_t n_rows, cudaStream_t s) {
-    const DenseSplit d = dense_split(a.n_out, a.n_in, n_rows, sm_count());
-    const int rows = static_cast<int>(n_rows);
-    switch (type) {
-        case GgmlType::Q4_K: launch_dense_type<GgmlType::Q4_K>(a, rows, d, s); break;
-        case GgmlType::Q5_0: launch_dense_type<GgmlType::Q5_0>(a, rows, d, s); break;
-        case GgmlType::Q8_0: launch_dense_type<GgmlType::Q8_0>(a, rows, d, s); break;
         default: HF2Q_ASSERT(false);
     }
     HF2Q_CUDA_LAUNCH_CHECK();
