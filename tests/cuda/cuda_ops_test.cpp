@@ -1787,7 +1787,6 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
                             {"attn_o 4096->2816 q4_k", GgmlType::Q4_K, 4096, 2816},
                             {"full attn_q 2816->8192 q4_k", GgmlType::Q4_K, 2816, 8192},
                             {"ffn_down 2112->2816 q8_0", GgmlType::Q8_0, 2112, 2816},
-                            {"ffn_down 2112->2816 q5_0", GgmlType::Q5_0, 2112, 2816},
                             {"lm_head 2816->262144 q6_k", GgmlType::Q6_K, 2816, 262144},
                             {"ffn_up 2816->2112 q4_k", GgmlType::Q4_K, 2816, 2112},
                             {"moe down 2112->2816 q5_0", GgmlType::Q5_0, 2112, 2816}};
