@@ -72,10 +72,6 @@ ExpertLoad expert_load(const int32_t* host_offsets, int64_t n_experts);
 // (graph capture). A geglu product (ops/moe.h) is covered only by the register
 // kernels, which apply it in their epilogue, and only without y_prep.
 bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, GemmWorkspace& ws, cudaStream_t s);
-// Whether gemm_grouped_tiles takes p on the register-decoding kernels
-// (gemm_grouped_reg.cu: Q4_K / Q5_0 / Q8_0 weights and inputs they can load) rather
-// than its shared-memory decoder.
-bool grouped_tiles_in_registers(const ops::MoeMatmulParams& p);
 
 // All of w's rows expanded to BF16 into out (n_out × n_in values): the batch layout
 // (ops::Backend::batch_layout) that gemm_bf16 then multiplies without expanding.

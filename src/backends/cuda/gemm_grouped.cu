@@ -290,6 +290,15 @@ void launch_tiles(const TileArgs& a, GgmlType type, unsigned m_tiles, unsigned n
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
+// Whether gemm_grouped_tiles takes p on the register-decoding kernels
+// (gemm_grouped_reg.cu: Q4_K / Q5_0 / Q8_0 weights and inputs they can load) rather
+// than its shared-memory decoder.
+bool grouped_tiles_in_registers(const ops::MoeMatmulParams& p) {
+    const int64_t n_in = p.w.n_in;
+    return reg_tiles_cover(p.w.type, p.w.data, p.w.row_bytes, p.expert_bytes, n_in) &&
+           (p.x_stride ? p.x_stride : n_in) % 4 == 0 && aligned16(p.x);  // to_bf16's perm16 reads float4s
+}
+
 }  // namespace
 
 ExpertLoad expert_load(const int32_t* host_offsets, int64_t n_experts) {
@@ -302,12 +311,6 @@ ExpertLoad expert_load(const int32_t* host_offsets, int64_t n_experts) {
         l.tiles128 += (c + 127) / 128;
     }
     return l;
-}
-
-bool grouped_tiles_in_registers(const ops::MoeMatmulParams& p) {
-    const int64_t n_in = p.w.n_in;
-    return reg_tiles_cover(p.w.type, p.w.data, p.w.row_bytes, p.expert_bytes, n_in) &&
-           (p.x_stride ? p.x_stride : n_in) % 4 == 0 && aligned16(p.x);  // to_bf16's perm16 reads float4s
 }
 
 bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, GemmWorkspace& ws, cudaStream_t s) {
