@@ -17,6 +17,9 @@
 #             the other way (synthesizes the models it lacks)
 #   kernels   Nsight Compute kernel durations of 26B decode steps, summed per kernel
 #             (serialized: the sum is pure kernel time, without launch gaps)
+#   trace     CUPTI kernel timelines of graph-replayed 26B decode steps (one sequence,
+#             64 sequences at 1,024), each kernel charged its share of the critical
+#             path by scripts/trace_summary.py (tools/cupti_trace): $OUT/trace_*.txt
 #   ab        an A/B on the 26B model: builds the baseline packed by scripts/ab_base.sh
 #             (out/ab-base.tgz, or HF2Q_AB_BASE) and runs HF2Q_BENCH_ARGS with the
 #             baseline's hf2q, then with this tree's, on the same model file
@@ -45,6 +48,7 @@ targets="hf2q test_cuda_ops test_model"
 [ -f tests/cuda/attention_test.cpp ] && targets="$targets test_cuda_attention"
 [ -f tests/cuda/sampling_test.cpp ] && targets="$targets test_cuda_sampling"
 has tests && targets="$targets test_generation"
+has trace && targets="$targets hf2q_cupti_trace"
 step build cmake --build build-gpu -j"$jobs" --target $targets
 bin=./build-gpu/bin
 if has tests; then
@@ -88,6 +92,18 @@ bench() {  # bench NAME PRESET [BENCH FLAGS]
 has bench26 && bench g26 gemma4-26b-a4b
 has profile && { step profile_g26 $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p 4096 -n 32 -b 1,64 -d 0 -r 1 -ub 4096 --profile;
                  cat "$out/profile_g26.log"; }
+if has trace; then
+  [ -f /tmp/g26.gguf ] ||
+    step synth_g26 $bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf
+  trace() {  # NAME BENCH_ARGS...: a traced bench, then its summary
+    local name=$1; shift
+    CUDA_INJECTION64_PATH=$PWD/build-gpu/lib/libhf2q_cupti_trace.so HF2Q_TRACE_OUT=/tmp/trace_$name.csv \
+      $bin/hf2q bench -m /tmp/g26.gguf --backend cuda "$@" &&
+      python3 scripts/trace_summary.py /tmp/trace_$name.csv --skip 8 --list >"$out/trace_$name.txt"
+  }
+  step trace_tg1 trace tg1 -p '' -n 64 -b 1 -r 1
+  step trace_b64 trace b64 -p '' -n 16 -b 64 -d 1024 -r 1 -ub 4096
+fi
 if has kernels; then
   step ncu_g26 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --launch-count 6000 \
     $bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p "" -n 2 -r 1 --no-graphs
