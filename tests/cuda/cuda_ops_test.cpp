@@ -808,7 +808,8 @@ TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
 // Several weights on one input (q/k/v, gate/up): the same results as one matmul per
 // weight, to the bit (the activations are quantized once and each row is computed
 // as in its own launch), with types that share a launch, a type of its own launch,
-// a type without the integer path, strided outputs, and the batched path.
+// a type without the integer path, strided outputs, the batched path, and one token
+// of two types in one launch.
 TEST_F(CudaOps, MatmulMultiEqualsSeparateMatmuls) {
     // 512: one pass of a warp's lanes per row; 2816: the decode width (three passes).
     for (const int64_t K : {512, 2816}) {
@@ -820,7 +821,12 @@ TEST_F(CudaOps, MatmulMultiEqualsSeparateMatmuls) {
         const std::vector<std::vector<W>> sets = {
             {{GgmlType::Q4_K, 67, 0}, {GgmlType::Q4_K, 32, 40}, {GgmlType::Q6_K, 33, 0}},
             {{GgmlType::Q8_0, 64, 0}, {GgmlType::F16, 48, 50}},
-            {{GgmlType::Q5_0, 9, 0}}};
+            {{GgmlType::Q5_0, 9, 0}},
+            // One token of two types is one mixed launch (gemv_q8_mixed_kernel): the
+            // other pairs and orders, types interleaved; three types are not.
+            {{GgmlType::Q6_K, 40, 0}, {GgmlType::Q5_K, 33, 40}},
+            {{GgmlType::Q4_K, 16, 0}, {GgmlType::Q5_K, 20, 0}, {GgmlType::Q4_K, 9, 0}},
+            {{GgmlType::Q4_K, 12, 0}, {GgmlType::Q6_K, 5, 0}, {GgmlType::Q8_0, 7, 0}}};
         for (const auto& set : sets) {
             std::vector<ops::WeightView> dw;
             for (const W& w : set) {

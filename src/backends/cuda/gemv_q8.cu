@@ -500,14 +500,21 @@ constexpr int min_blocks(int nt, int rw, int ku) {
     return nt != 1 ? HF2Q_GEMV8_MIN_BLOCKS : rw * ku == 1 ? 12 : 4;
 }
 
+// The segment block blockIdx.x works on (static indices: no local copy of the
+// params) and the block's index within it.
+__device__ __forceinline__ int block_segment(const Segments& g) {
+    return (g.n > 1 && blockIdx.x >= g.end[0]) + (g.n > 2 && blockIdx.x >= g.end[1]);
+}
+__device__ __forceinline__ unsigned segment_block(const Segments& g, int seg) {
+    return blockIdx.x - (seg == 0 ? 0u : (seg == 1 ? g.end[0] : g.end[1]));
+}
+
+// The rows of weight `a` that block bx of its segment computes: the body of
+// gemv_q8_kernel and gemv_q8_mixed_kernel. g.a[0] says whether the launch is grouped.
 template <GgmlType T, int NT, int RW, int KU, bool MULTI>
-__global__ void __launch_bounds__(kWarps * 32, min_blocks(NT, RW, KU)) gemv_q8_kernel(Segments g, Q8Input xin) {
+__device__ __forceinline__ void gemv_q8_rows(const Segments& g, const GemvArgs& a, unsigned bx, const Q8Input& xin) {
     using U = Unit<T>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    // The weight this block works on (static indices: no local copy of the params).
-    const int seg = MULTI ? (g.n > 1 && blockIdx.x >= g.end[0]) + (g.n > 2 && blockIdx.x >= g.end[1]) : 0;
-    const GemvArgs& a = seg == 0 ? g.a[0] : (seg == 1 ? g.a[1] : g.a[2]);
-    const unsigned bx = blockIdx.x - (seg == 0 ? 0u : (seg == 1 ? g.end[0] : g.end[1]));
     const int64_t o0 = (static_cast<int64_t>(bx) * kWarps + warp) * RW;
     // Dense weights do not depend on the previous kernel: the block asks L2 for its
     // rows before it waits for that kernel (common.cuh), so they stream in while it
@@ -608,6 +615,30 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks(NT, RW, KU)) gemv_q8_k
                 }
         }
     }
+}
+
+template <GgmlType T, int NT, int RW, int KU, bool MULTI>
+__global__ void __launch_bounds__(kWarps * 32, min_blocks(NT, RW, KU)) gemv_q8_kernel(Segments g, Q8Input xin) {
+    const int seg = MULTI ? block_segment(g) : 0;
+    const GemvArgs& a = seg == 0 ? g.a[0] : (seg == 1 ? g.a[1] : g.a[2]);
+    gemv_q8_rows<T, NT, RW, KU, MULTI>(g, a, segment_block(g, seg), xin);
+}
+
+// One-token products of weights of two types on one input (q/k with a Q6_K v in a
+// Q4_K_M file, gate with up): one launch where gemv_q8_kernel needs one per type.
+// The second launch would wait for the first to complete (pdl_begin), though it
+// does not depend on it: 26B-A4B tg128, a Q6_K v GEMV charged 6.7 µs to the
+// critical path after 5.8 µs of q/k (CUPTI trace, docs/performance.md). Each block
+// runs its segment's one-row body, so every row is computed as in its own launch
+// (the same bits). Built for the pairs the quantization presets mix (dispatch_mixed_pair).
+template <GgmlType T0, GgmlType T1>
+__global__ void __launch_bounds__(kWarps * 32, min_blocks(1, 1, 1)) gemv_q8_mixed_kernel(Segments g, Q8Input xin) {
+    const int seg = block_segment(g);
+    const GemvArgs& a = seg == 0 ? g.a[0] : (seg == 1 ? g.a[1] : g.a[2]);
+    if (a.type == T0)
+        gemv_q8_rows<T0, 1, 1, 1, true>(g, a, segment_block(g, seg), xin);
+    else
+        gemv_q8_rows<T1, 1, 1, 1, true>(g, a, segment_block(g, seg), xin);
 }
 
 // ---- Q6_K rows in planes (ops::WeightView::decode_layout) --------------------------
@@ -874,10 +905,59 @@ void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* works
     launch_segments(g, max_active_experts, xq, s);
 }
 
+namespace {
+
+// Calls f.template operator()<T0, T1>() for the type pairs gemv_q8_mixed_kernel is
+// built for (in either order): those the quantization presets put on one input
+// (convert/ftype.cpp: Q4_K_M's and Q5_K_M's Q6_K attn_v, Q4_K_S's Q5_K attn_v).
+template <class F>
+bool dispatch_mixed_pair(GgmlType t0, GgmlType t1, F&& f) {
+    const auto is = [&](GgmlType x, GgmlType y) { return (t0 == x && t1 == y) || (t0 == y && t1 == x); };
+    if (is(GgmlType::Q4_K, GgmlType::Q6_K)) {
+        f.template operator()<GgmlType::Q4_K, GgmlType::Q6_K>();
+    } else if (is(GgmlType::Q5_K, GgmlType::Q6_K)) {
+        f.template operator()<GgmlType::Q5_K, GgmlType::Q6_K>();
+    } else if (is(GgmlType::Q4_K, GgmlType::Q5_K)) {
+        f.template operator()<GgmlType::Q4_K, GgmlType::Q5_K>();
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// One token's products of weights of exactly two types (a mixed pair), in one
+// launch of gemv_q8_mixed_kernel; false (nothing launched) for any other set.
+bool launch_mixed(const GemvArgs* a, int n, const Q8Input& xq, cudaStream_t s) {
+    Segments g;
+    GgmlType t[2] = {};
+    int types = 0;
+    for (int i = 0; i < n; ++i) {
+        if (a[i].n_out <= 0) continue;
+        if (types == 0 || (a[i].type != t[0] && types == 1)) t[types++] = a[i].type;
+        else if (a[i].type != t[0] && a[i].type != t[1]) return false;  // a third type
+        g.a[g.n] = a[i];
+        g.a[g.n].x_rows = nullptr;  // applied by the quantization
+        ++g.n;
+    }
+    if (types != 2) return false;
+    unsigned total = 0;
+    for (int i = 0; i < g.n; ++i) {
+        total += static_cast<unsigned>((g.a[i].n_out + kWarps - 1) / kWarps);
+        g.end[i] = total;
+    }
+    return dispatch_mixed_pair(t[0], t[1], [&]<GgmlType T0, GgmlType T1>() {
+        launch(gemv_q8_mixed_kernel<T0, T1>, dim3(total), kWarps * 32, 0, s, g, xq);
+        HF2Q_CUDA_LAUNCH_CHECK();
+    });
+}
+
+}  // namespace
+
 void launch_gemv_q8_multi(const GemvArgs* a, int n, int8_t* workspace, cudaStream_t s) {
     HF2Q_ASSERT(n >= 1 && n <= kMaxSegments && a[0].offsets == nullptr);
     if (a[0].n_rows <= 0) return;
     const Q8Input xq = quantize_activations(a[0], workspace, s);  // every a[i] shares x
+    if (a[0].n_rows == 1 && launch_mixed(a, n, xq, s)) return;
     bool done[kMaxSegments] = {};
     for (int i = 0; i < n; ++i) {  // one launch per weight type, in order of first use
         if (done[i]) continue;
