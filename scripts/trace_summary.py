@@ -58,6 +58,18 @@ def replays_of(rows, graph):
     return out
 
 
+def charges(rep):
+    """The replay's kernels in order of their end, each with its critical-path charge
+    and its charge to its own stream's chain (ns)."""
+    last, last_on = min(r[0] for r in rep), {}
+    for r in sorted(rep, key=lambda r: r[1]):
+        crit = max(0, r[1] - last)
+        last = max(last, r[1])
+        chain = r[1] - last_on.get(r[2], r[0])
+        last_on[r[2]] = r[1]
+        yield r, crit, chain
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -93,12 +105,9 @@ def main():
         t0 = min(r[0] for r in rep)
         starts.append(t0)
         spans.append(max(r[1] for r in rep) - t0)
-        last, last_on = t0, {}
-        for r in sorted(rep, key=lambda r: r[1]):
-            crit[r[7]] += max(0, r[1] - last)
-            last = max(last, r[1])
-            chain[r[7]] += r[1] - last_on.get(r[2], r[0])
-            last_on[r[2]] = r[1]
+        for r, c, ch in charges(rep):
+            crit[r[7]] += c
+            chain[r[7]] += ch
             dur[r[7]] += r[1] - r[0]
             calls[r[7]] += 1
     n = len(reps)
@@ -113,13 +122,8 @@ def main():
     if a.list:
         rep = reps[-1]
         t0 = min(r[0] for r in rep)
-        last, last_on = t0, {}
         print("\none replay, by end: end µs, critical charge, chain charge, start-end, stream, grid x block, kernel")
-        for r in sorted(rep, key=lambda r: r[1]):
-            c = max(0, r[1] - last)
-            last = max(last, r[1])
-            ch = r[1] - last_on.get(r[2], r[0])
-            last_on[r[2]] = r[1]
+        for r, c, ch in charges(rep):
             print(f"{(r[1] - t0) / 1e3:8.1f} {c / 1e3:6.1f} {ch / 1e3:6.1f} {(r[1] - r[0]) / 1e3:6.1f} "
                   f"{r[2]:3d} {r[5]:>10}x{r[6]:<4} {r[7]}")
 

@@ -856,6 +856,19 @@ bool short_rows(const Segments& g) {
     return g.a[0].offsets != nullptr && kShortRows > 1 && rounds <= kShortRounds;
 }
 
+// Gives each weight of g its blocks of rows_per_block rows (g.end: the running block
+// counts) and returns the grid's width. The activation gather is already applied (by
+// the quantization, or by the kernels through Q8Input::rows).
+unsigned place_segments(Segments& g, int64_t rows_per_block) {
+    unsigned total = 0;
+    for (int i = 0; i < g.n; ++i) {
+        g.a[i].x_rows = nullptr;
+        total += static_cast<unsigned>((g.a[i].n_out + rows_per_block - 1) / rows_per_block);
+        g.end[i] = total;
+    }
+    return total;
+}
+
 // Launches the weights of `g` (all of one type) on the quantized activations.
 void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStream_t s) {
     const bool single = single_rows(g.a[0]);
@@ -868,13 +881,7 @@ void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStr
     dispatch_q8_type(g.a[0].type, [&]<GgmlType T>() {
         const bool short_one_row = single && short_rows<T>(g);
         const int64_t rows_per_warp = single ? (short_one_row ? kShortRows : 1) : grouped ? kGroupedRows : 2;
-        const int64_t rows_per_block = kWarps * rows_per_warp;
-        unsigned total = 0;
-        for (int i = 0; i < g.n; ++i) {
-            g.a[i].x_rows = nullptr;  // applied by the quantization or by xq.rows
-            total += static_cast<unsigned>((g.a[i].n_out + rows_per_block - 1) / rows_per_block);
-            g.end[i] = total;
-        }
+        const unsigned total = place_segments(g, kWarps * rows_per_warp);
         const dim3 grid(total, static_cast<unsigned>(grouped ? max_active_experts : 1));
         HF2Q_ASSERT(grid.y <= 65535);
         // Grouped launches have no segments: the registers go to a one-latency expert lookup.
@@ -935,16 +942,10 @@ bool launch_mixed(const GemvArgs* a, int n, const Q8Input& xq, cudaStream_t s) {
         if (a[i].n_out <= 0) continue;
         if (types == 0 || (a[i].type != t[0] && types == 1)) t[types++] = a[i].type;
         else if (a[i].type != t[0] && a[i].type != t[1]) return false;  // a third type
-        g.a[g.n] = a[i];
-        g.a[g.n].x_rows = nullptr;  // applied by the quantization
-        ++g.n;
+        g.a[g.n++] = a[i];
     }
     if (types != 2) return false;
-    unsigned total = 0;
-    for (int i = 0; i < g.n; ++i) {
-        total += static_cast<unsigned>((g.a[i].n_out + kWarps - 1) / kWarps);
-        g.end[i] = total;
-    }
+    const unsigned total = place_segments(g, kWarps);  // one row a warp
     return dispatch_mixed_pair(t[0], t[1], [&]<GgmlType T0, GgmlType T1>() {
         launch(gemv_q8_mixed_kernel<T0, T1>, dim3(total), kWarps * 32, 0, s, g, xq);
         HF2Q_CUDA_LAUNCH_CHECK();
