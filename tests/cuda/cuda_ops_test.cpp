@@ -772,6 +772,61 @@ TEST_F(CudaOps, GroupedIntegerGemvExactOnItsGrid) {
     }
 }
 
+// Batches of a few tokens multiply each routed row as one token alone would: the
+// grouped one-row GEMVs give every routed row the result of a dense one-token matmul
+// of its expert on its token. For the 32-value formats' short rows (704 values, the
+// experts' down: gemv_q8_routed_kernel with 8 routed rows a warp) the same bits; for
+// the K-quants (and Q4_K's wide rows from 16 routed rows on, the same kernel with 4)
+// the same sums up to the compiler's contraction of the scaling into FMAs. Chunks of
+// routed rows that end inside (4, 12 rows), fill (16) and span idle experts are covered,
+// and the odd expert height (37 rows) leaves a partial block.
+TEST_F(CudaOps, GroupedOneRowGemvEqualsOneTokenMatmuls) {
+    const int64_t E = 16, F = 37;
+    for (GgmlType t : kAllTypes) {
+        if (!q8_gemv_type(t)) continue;
+        const bool kquant = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+        const bool exact = !kquant;
+        for (const int64_t H : kquant ? std::vector<int64_t>{256, 2048, 2816} : std::vector<int64_t>{256, 704, 2048})
+            for (const auto& [T, K] : {std::pair<int64_t, int64_t>{1, 4}, {3, 4}, {2, 8}}) {
+                const auto ids = random_routing(rng, T, K, 14);  // experts 14, 15 idle
+                const size_t n = ids.size();
+                std::vector<int32_t> off(static_cast<size_t>(E + 1)), rows(n), slot(n);
+                cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
+                const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
+                const auto x = q8_grid_activations(rng, T, H);
+                const uint8_t* dw = static_cast<const uint8_t*>(dev(wq));
+                const float* dx = dev(x);
+                ops::MoeMatmulParams m;
+                m.w = {t, H, F, row_bytes, dw};
+                m.expert_bytes = row_bytes * static_cast<uint64_t>(F);
+                m.n_experts = E;
+                m.offsets = dev(off);
+                m.x_rows = dev(rows);
+                m.x = dx;
+                m.n_rows = static_cast<int64_t>(n);
+                float* dy = gpu->alloc_array<float>(n * static_cast<size_t>(F));
+                m.y = dy;
+                gpu->moe_matmul(m);
+                const auto got = host(dy, n * static_cast<size_t>(F));
+                float* d1 = gpu->alloc_array<float>(static_cast<size_t>(F));
+                for (int64_t e = 0; e < E; ++e)
+                    for (int32_t r = off[static_cast<size_t>(e)]; r < off[static_cast<size_t>(e) + 1]; ++r) {
+                        const ops::WeightView we{t, H, F, row_bytes, dw + static_cast<uint64_t>(e) * m.expert_bytes};
+                        gpu->matmul({we, dx + static_cast<int64_t>(rows[static_cast<size_t>(r)]) * H, d1, 1, 0, 0});
+                        const auto want = host(d1, static_cast<size_t>(F));
+                        const auto b = got.begin() + static_cast<int64_t>(r) * F;
+                        const std::vector<float> row(b, b + F);
+                        if (exact)
+                            EXPECT_EQ(row, want) << ggml_type_name(t) << " H=" << H << " T=" << T << " K=" << K
+                                                 << " routed row " << r << " (expert " << e << ")";
+                        else
+                            EXPECT_LT(rel_err(row, want), 1e-6) << ggml_type_name(t) << " H=" << H << " T=" << T
+                                                                << " K=" << K << " routed row " << r;
+                    }
+            }
+    }
+}
+
 // The tensor-core expert GEMV's pass boundaries (gemv_mma.cu): experts with 1-4 routed
 // rows take one paired pass, 5-8 one full pass, 9-12 a full pass and a paired one,
 // and so on. Routing with fixed counts per expert (top-1, tokens interleaved so the

@@ -11,7 +11,8 @@
 //
 // Layout of the work: one warp per weight row (two rows per warp when 8 activation
 // rows share the pass, so each activation load serves both; four for the grouped
-// experts of batched decode, see kGroupedRows). The lanes walk the
+// experts of batched decode, see kGroupedRows; the experts' one-row launches of short
+// rows take gemv_q8_routed_kernel below). The lanes walk the
 // row in units (16 bytes of Q4_K quants, 32 values), so a row of 2816 Q4_K values
 // is 88 units over 32 lanes. The one-row variant keeps one unit in flight per lane
 // and 40 registers, so 12 blocks (48 warps) fit on an SM: measured on the H200,
@@ -641,6 +642,117 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks(1, 1, 1)) gemv_q8_mixe
         gemv_q8_rows<T1, 1, 1, 1, true>(g, a, segment_block(g, seg), xin);
 }
 
+// ---- Grouped one-row products by routed row ---------------------------------------
+// gemv_q8_kernel's grouped launches give each active expert its own blocks (grid.y), so
+// each warp first looks up its expert, then has one unit a lane of its rows in flight.
+// At one token the 26B-A4B's down product (8 experts × 2,816 rows of 704 values, two
+// rows a warp) was 2.4-2.7 waves of such blocks, each wave a lookup and a load
+// latency: 15.8 µs a layer in Q8_0 and 8.6 in Q5_0 for 16.8 and 10.9 MB (CUPTI trace,
+// session 23). Here a warp takes one output row of KE routed rows, whatever their
+// experts: it finds their experts with one scan of the offsets, then keeps one unit of
+// each of those rows in flight per lane, so one token's down product is one wave
+// (Q8_0 11.1 µs, Q5_0 9.1; the token's span 2,361 -> 2,292 µs). For the 32-value
+// formats each row's sum is the same sequence of additions as in gemv_q8_kernel's
+// one-row variants (the butterfly of reduce_scatter is the xor reduction's tree).
+// H200, 26B-A4B, three calls: tg128 +1.2 to +5.1 %, 8 × tg128 +5.8 to +8.8 %
+// (docs/performance.md, session 23).
+// HF2Q_GEMV_ROUTED (a compile definition, for A/Bs): 0 keeps gemv_q8_kernel.
+#ifndef HF2Q_GEMV_ROUTED
+#define HF2Q_GEMV_ROUTED 1
+#endif
+// Routed rows a warp of short rows (at most kShortRounds rounds: the down products)
+// takes: one token's 8.
+constexpr int kRoutedShort = 8;
+// Wide Q4_K rows (the experts' gate_up, 2,816 values: three rounds) take the kernel
+// with 4 routed rows a warp (8 would spill) from this many routed rows on: at 8
+// sequences (64 rows) 8 × tg128 1,088 -> 1,123; at one token (8 rows) the per-expert
+// launch is as fast (tg128 418.9 / 419.2 against 418.8 / 417.2 with it).
+constexpr int kRoutedWide = 4;
+#ifndef HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS
+#define HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS 16
+#endif
+// Blocks per SM the kernel is compiled for: 6 (at most 80 registers as compiled) put one
+// token's 2,816 warps of the down product on the H200's 132 SMs at once.
+constexpr int kRoutedBlocks = 6;
+
+// ex[k]: the expert of routed row rows[k], the number of experts whose rows end at or
+// before it (the offsets rise from 0). Four chunks of 32 experts' ends are loaded at
+// once: one latency for 128 experts.
+template <int KE>
+__device__ __forceinline__ void routed_experts(const int32_t* offsets, int64_t n_experts, const int (&rows)[KE],
+                                               int (&ex)[KE]) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < KE; ++k) ex[k] = 0;
+    for (int64_t e0 = 0; e0 < n_experts; e0 += 128) {
+        int end[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int64_t e = e0 + 32 * i + lane;
+            end[i] = e < n_experts ? offsets[e + 1] : 0x7fffffff;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int k = 0; k < KE; ++k) ex[k] += __popc(__ballot_sync(0xffffffffu, end[i] <= rows[k]));
+    }
+}
+
+// The routed rows a warp takes for rows of type T (0: the kernel is not built for T):
+// short rows of the 32-value formats (the experts' 704-value down rows cannot be
+// K-quants) and Q4_K's wide rows.
+template <GgmlType T>
+constexpr int kRoutedRows = T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0 ? kRoutedShort
+                            : T == GgmlType::Q4_K                                              ? kRoutedWide
+                                                                                               : 0;
+// Whether a one-row grouped launch of `units`-long rows of type T over n_rows routed
+// rows takes gemv_q8_routed_kernel: the 32-value formats' short rows, Q4_K's wide rows
+// from HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS routed rows on.
+template <GgmlType T>
+bool routed_launch(int64_t units, int64_t n_rows) {
+    const bool short_rows = (units + 31) / 32 <= kShortRounds;
+    if constexpr (!HF2Q_GEMV_ROUTED || kRoutedRows<T> == 0)
+        return false;
+    else if constexpr (kRoutedRows<T> == kRoutedShort)
+        return short_rows;
+    else
+        return !short_rows && n_rows >= HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS;
+}
+
+template <GgmlType T, int KE>
+__global__ void __launch_bounds__(kWarps * 32, kRoutedBlocks) gemv_q8_routed_kernel(GemvArgs a, Q8Input xin) {
+    using U = Unit<T>;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+    const int rb = static_cast<int>(blockIdx.y) * KE;  // < n_rows (the grid's height)
+    pdl_begin();
+    if (o >= a.n_out) return;  // whole warp
+    int r[KE], ex[KE];
+#pragma unroll
+    for (int k = 0; k < KE; ++k) r[k] = rb + k < a.n_rows ? rb + k : rb;  // past the end: never stored
+    routed_experts<KE>(a.offsets, a.n_experts, r, ex);
+    const uint32_t units = static_cast<uint32_t>(a.n_in / U::kVals);
+    const int64_t blocks32 = a.n_in / 32;
+    float acc[KE] = {};
+    for (uint32_t u = lane; u < units; u += 32) {
+        U wu[KE];
+#pragma unroll
+        for (int k = 0; k < KE; ++k)  // all loads first: KE units in flight
+            load_unit<KE>(wu[k], a.w + static_cast<uint64_t>(ex[k]) * a.expert_bytes +
+                                          static_cast<uint64_t>(o) * a.row_bytes, u);
+#pragma unroll
+        for (int k = 0; k < KE; ++k) {
+            const int64_t xi = xin.rows != nullptr ? xin.rows[r[k]] : r[k];
+            typename U::X x;
+            x.load({xin.q.q + xi * a.n_in, xin.q.ds + xi * blocks32}, wu[k]);
+            acc[k] += wu[k].dot(x);
+        }
+    }
+    int idx = 0;
+    const float sum = reduce_scatter<KE>(acc, lane, idx);
+    if (lane % (32 / KE) == 0 && rb + idx < a.n_rows) a.y[static_cast<int64_t>(rb + idx) * a.y_stride + o] = sum;
+}
+
 // ---- Q6_K rows in planes (ops::WeightView::decode_layout) --------------------------
 // A Q6_K unit of the plain layout takes 13 word loads: its pieces are only 2-byte
 // aligned in 210-byte blocks, and the one-token GEMV of the LM head (262,144 rows)
@@ -885,7 +997,13 @@ void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStr
         const dim3 grid(total, static_cast<unsigned>(grouped ? max_active_experts : 1));
         HF2Q_ASSERT(grid.y <= 65535);
         // Grouped launches have no segments: the registers go to a one-latency expert lookup.
-        if (short_one_row)
+        if (single && grouped && routed_launch<T>(g.a[0].n_in / Unit<T>::kVals, g.a[0].n_rows)) {
+            constexpr int KE = kRoutedRows<T> > 0 ? kRoutedRows<T> : 1;
+            HF2Q_ASSERT(g.n == 1);
+            const dim3 rgrid(static_cast<unsigned>((g.a[0].n_out + kWarps - 1) / kWarps),
+                             static_cast<unsigned>((g.a[0].n_rows + KE - 1) / KE));
+            if constexpr (kRoutedRows<T> > 0) launch(gemv_q8_routed_kernel<T, KE>, rgrid, kWarps * 32, 0, s, g.a[0], xq);
+        } else if (short_one_row)
             launch(gemv_q8_kernel<T, 1, kShortRows, 1, false>, grid, kWarps * 32, 0, s, g, xq);
         else if (single && grouped)
             launch(gemv_q8_kernel<T, 1, 1, 1, false>, grid, kWarps * 32, 0, s, g, xq);
