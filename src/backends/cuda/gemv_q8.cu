@@ -654,8 +654,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks(1, 1, 1)) gemv_q8_mixe
 // (Q8_0 11.1 µs, Q5_0 9.1; the token's span 2,361 -> 2,292 µs). For the 32-value
 // formats each row's sum is the same sequence of additions as in gemv_q8_kernel's
 // one-row variants (the butterfly of reduce_scatter is the xor reduction's tree).
-// H200, 26B-A4B, three calls: tg128 +1.2 to +5.1 %, 8 × tg128 +5.8 to +8.8 %
-// (docs/performance.md, session 23).
+// H200, 26B-A4B, against the old launches in the same calls: tg128 +1.2 to +5.1 %,
+// 8 × tg128 +5.2 to +9.4 % (docs/performance.md, session 23).
 // HF2Q_GEMV_ROUTED (a compile definition, for A/Bs): 0 keeps gemv_q8_kernel.
 #ifndef HF2Q_GEMV_ROUTED
 #define HF2Q_GEMV_ROUTED 1
