@@ -1002,6 +1002,7 @@ void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStr
             HF2Q_ASSERT(g.n == 1);
             const dim3 rgrid(static_cast<unsigned>((g.a[0].n_out + kWarps - 1) / kWarps),
                              static_cast<unsigned>((g.a[0].n_rows + KE - 1) / KE));
+            HF2Q_ASSERT(g.a[0].n_rows <= g.a[0].n_experts && rgrid.y <= 65535);  // single rows: int offsets
             if constexpr (kRoutedRows<T> > 0) launch(gemv_q8_routed_kernel<T, KE>, rgrid, kWarps * 32, 0, s, g.a[0], xq);
         } else if (short_one_row)
             launch(gemv_q8_kernel<T, 1, kShortRows, 1, false>, grid, kWarps * 32, 0, s, g, xq);
