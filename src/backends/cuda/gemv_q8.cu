@@ -665,9 +665,9 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks(1, 1, 1)) gemv_q8_mixe
 constexpr int kRoutedShort = 8;
 // Wide Q4_K rows (the experts' gate_up, 2,816 values: three rounds) take the kernel
 // with 4 routed rows a warp (the width measured; 8 compiles without spills too) from
-// this many routed rows on: at 8
-// sequences (64 rows) 8 × tg128 1,088 -> 1,123; at one token (8 rows) the per-expert
-// launch is as fast (tg128 418.9 / 419.2 against 418.8 / 417.2 with it).
+// this many routed rows on: at 8 sequences (64 rows) 8 × tg128 1,088 -> 1,123; at one
+// token (8 rows) the per-expert launch is as fast (tg128 418.9 / 419.2 against 418.8 /
+// 417.2 with it).
 constexpr int kRoutedWide = 4;
 #ifndef HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS
 #define HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS 16
@@ -676,29 +676,6 @@ constexpr int kRoutedWide = 4;
 // token's 2,816 warps of the down product on the H200's 132 SMs at once.
 constexpr int kRoutedBlocks = 6;
 
-// ex[k]: the expert of routed row rows[k], the number of experts whose rows end at or
-// before it (the offsets rise from 0). Four chunks of 32 experts' ends are loaded at
-// once: one latency for 128 experts.
-template <int KE>
-__device__ __forceinline__ void routed_experts(const int32_t* offsets, int64_t n_experts, const int (&rows)[KE],
-                                               int (&ex)[KE]) {
-    const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int k = 0; k < KE; ++k) ex[k] = 0;
-    for (int64_t e0 = 0; e0 < n_experts; e0 += 128) {
-        int end[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int64_t e = e0 + 32 * i + lane;
-            end[i] = e < n_experts ? offsets[e + 1] : 0x7fffffff;
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int k = 0; k < KE; ++k) ex[k] += __popc(__ballot_sync(0xffffffffu, end[i] <= rows[k]));
-    }
-}
-
 // The routed rows a warp takes for rows of type T (0: the kernel is not built for T):
 // short rows of the 32-value formats (the experts' 704-value down rows cannot be
 // K-quants) and Q4_K's wide rows.
@@ -706,18 +683,18 @@ template <GgmlType T>
 constexpr int kRoutedRows = T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0 ? kRoutedShort
                             : T == GgmlType::Q4_K                                              ? kRoutedWide
                                                                                                : 0;
-// Whether a one-row grouped launch of `units`-long rows of type T over n_rows routed
-// rows takes gemv_q8_routed_kernel: the 32-value formats' short rows, Q4_K's wide rows
-// from HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS routed rows on.
+// Whether a grouped one-row launch of type T over n_rows routed rows takes
+// gemv_q8_routed_kernel: the 32-value formats' short rows (short_one_row, as
+// launch_segments decides it), Q4_K's wide rows from HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS
+// routed rows on.
 template <GgmlType T>
-bool routed_launch(int64_t units, int64_t n_rows) {
-    const bool short_rows = (units + 31) / 32 <= kShortRounds;
+bool routed_launch(bool short_one_row, int64_t n_rows) {
     if constexpr (!HF2Q_GEMV_ROUTED || kRoutedRows<T> == 0)
         return false;
     else if constexpr (kRoutedRows<T> == kRoutedShort)
-        return short_rows;
+        return short_one_row;
     else
-        return !short_rows && n_rows >= HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS;
+        return !short_one_row && n_rows >= HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS;
 }
 
 template <GgmlType T, int KE>
@@ -982,6 +959,19 @@ unsigned place_segments(Segments& g, int64_t rows_per_block) {
     return total;
 }
 
+// gemv_q8_routed_kernel over a's routed rows (routed_launch): one warp an output row,
+// kRoutedRows<T> routed rows a block row.
+template <GgmlType T>
+void launch_routed(const GemvArgs& a, const Q8Input& xq, cudaStream_t s) {
+    if constexpr (kRoutedRows<T> > 0) {
+        constexpr int KE = kRoutedRows<T>;
+        const dim3 grid(static_cast<unsigned>((a.n_out + kWarps - 1) / kWarps),
+                        static_cast<unsigned>((a.n_rows + KE - 1) / KE));
+        HF2Q_ASSERT(a.n_rows <= a.n_experts && grid.y <= 65535);  // single rows: int offsets
+        launch(gemv_q8_routed_kernel<T, KE>, grid, kWarps * 32, 0, s, a, xq);
+    }
+}
+
 // Launches the weights of `g` (all of one type) on the quantized activations.
 void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStream_t s) {
     const bool single = single_rows(g.a[0]);
@@ -998,13 +988,9 @@ void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStr
         const dim3 grid(total, static_cast<unsigned>(grouped ? max_active_experts : 1));
         HF2Q_ASSERT(grid.y <= 65535);
         // Grouped launches have no segments: the registers go to a one-latency expert lookup.
-        if (single && grouped && routed_launch<T>(g.a[0].n_in / Unit<T>::kVals, g.a[0].n_rows)) {
-            constexpr int KE = kRoutedRows<T> > 0 ? kRoutedRows<T> : 1;
+        if (single && grouped && routed_launch<T>(short_one_row, g.a[0].n_rows)) {
             HF2Q_ASSERT(g.n == 1);
-            const dim3 rgrid(static_cast<unsigned>((g.a[0].n_out + kWarps - 1) / kWarps),
-                             static_cast<unsigned>((g.a[0].n_rows + KE - 1) / KE));
-            HF2Q_ASSERT(g.a[0].n_rows <= g.a[0].n_experts && rgrid.y <= 65535);  // single rows: int offsets
-            if constexpr (kRoutedRows<T> > 0) launch(gemv_q8_routed_kernel<T, KE>, rgrid, kWarps * 32, 0, s, g.a[0], xq);
+            launch_routed<T>(g.a[0], xq, s);
         } else if (short_one_row)
             launch(gemv_q8_kernel<T, 1, kShortRows, 1, false>, grid, kWarps * 32, 0, s, g, xq);
         else if (single && grouped)

@@ -35,4 +35,28 @@ __device__ __forceinline__ int active_expert(const int32_t* offsets, int64_t n_e
     return -1;
 }
 
+// ex[k]: the expert of grouped row rows[k], the number of experts whose rows end at or
+// before it (the offsets rise from 0). Called by a whole warp; like active_expert<4>
+// it loads four chunks of 32 experts' ends at once, one latency for 128 experts
+// (gemv_q8.cu's routed-row kernel).
+template <int KE>
+__device__ __forceinline__ void routed_experts(const int32_t* offsets, int64_t n_experts, const int (&rows)[KE],
+                                               int (&ex)[KE]) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < KE; ++k) ex[k] = 0;
+    for (int64_t e0 = 0; e0 < n_experts; e0 += 128) {
+        int end[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int64_t e = e0 + 32 * i + lane;
+            end[i] = e < n_experts ? offsets[e + 1] : 0x7fffffff;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int k = 0; k < KE; ++k) ex[k] += __popc(__ballot_sync(0xffffffffu, end[i] <= rows[k]));
+    }
+}
+
 }  // namespace hf2q::cuda
