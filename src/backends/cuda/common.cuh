@@ -46,9 +46,9 @@ inline unsigned grid_1d(int64_t n, int threads) {
 // part of its time; with this the next kernel's blocks are already resident when
 // its predecessor ends.
 //
-// The contract: every kernel begins with pdl_begin(), before any memory access.
-// It lets the next kernel launch, then waits until the previous kernel has
-// completed and its writes are visible. A kernel that skipped the wait could end
+// The contract: every kernel begins with pdl_begin() (or pdl_begin_late(), below),
+// before any memory access. It lets the next kernel launch, then waits until the
+// previous kernel has completed and its writes are visible. A kernel that skipped the wait could end
 // before its predecessor, and the kernel after it (which waits only for its
 // direct predecessor) would then read unfinished results. Outside such a launch
 // both instructions do nothing. The one exception to "before any memory access":
@@ -62,6 +62,18 @@ __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// pdl_begin with its two steps swapped: the next kernel launches only once this
+// one's predecessor has completed, not as soon as this one has started. For the
+// GEGLU between the gate/up products and the down product (elementwise.cu): with
+// pdl_begin the down product's blocks were launched, and sat waiting in SM slots,
+// while the gate/up product still ran (the GEGLU's own blocks wait for it).
+__device__ __forceinline__ void pdl_begin_late() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
