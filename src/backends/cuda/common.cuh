@@ -46,12 +46,21 @@ inline unsigned grid_1d(int64_t n, int threads) {
 // part of its time; with this the next kernel's blocks are already resident when
 // its predecessor ends.
 //
-// The contract: every kernel begins with pdl_begin() (or pdl_begin_late(), below),
-// before any memory access. It lets the next kernel launch, then waits until the
-// previous kernel has completed and its writes are visible. A kernel that skipped the wait could end
-// before its predecessor, and the kernel after it (which waits only for its
-// direct predecessor) would then read unfinished results. Outside such a launch
-// both instructions do nothing. The one exception to "before any memory access":
+// The contract: every kernel begins with pdl_begin(), before any memory access. It
+// waits until the previous kernel has completed and its writes are visible, then
+// lets the next kernel launch. A kernel that skipped the wait could end before its
+// predecessor, and the kernel after it (which waits only for its direct
+// predecessor) would then read unfinished results. Outside such a launch both
+// instructions do nothing.
+//
+// Why the wait comes first: a kernel that let its successor launch before waiting
+// let it launch while its own predecessor still ran, so kernels two and three steps
+// ahead sat in SM slots (registers, warps) that the running kernel and the
+// concurrent experts' chain needed. With the wait first only the next kernel is
+// resident early, which is all the launch gap needs. H200, 26B-A4B q4_k_m (synth),
+// against launch-first (89c4279) in the same device call: tg128 +4.6 %, 8 × tg128
+// +5.2 %; against launch-first everywhere but the GEGLU (4c94767): 64 × tg32 at
+// depth 1,024 +2.3 %, pp4096 (ubatch 512) unchanged (docs/performance.md, session 24). The one exception to "before any memory access":
 // bytes no kernel writes, i.e. model weights, may be touched first, both hints (the
 // integer GEMV's L2 prefetch of its weight rows) and reads (residual_norms_kernel's
 // norm weights, elementwise.cu), which is what lets their latency overlap the
@@ -59,18 +68,6 @@ inline unsigned grid_1d(int64_t n, int threads) {
 // model loading, which synchronise before any forward pass, so no kernel still
 // running can be writing them.
 __device__ __forceinline__ void pdl_begin() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// pdl_begin with its two steps swapped: the next kernel launches only once this
-// one's predecessor has completed, not as soon as this one has started. For the
-// GEGLU between the gate/up products and the down product (elementwise.cu): with
-// pdl_begin the down product's blocks were launched, and sat waiting in SM slots,
-// while the gate/up product still ran (the GEGLU's own blocks wait for it).
-__device__ __forceinline__ void pdl_begin_late() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -466,14 +466,8 @@ __global__ void rope_kernel(ops::RopeParams p) {
 
 // GEGLU that also writes the prepared form of its output (ops/prepared.h): 4
 // values per thread, 8 threads per 32-value block; the values are geglu_kernel's.
-// The down product after it launches only once the gate/up product before it has
-// completed (pdl_begin_late): H200, 26B-A4B q4_k_m, against pdl_begin in the same
-// device calls, tg128 423.7 / 423.3 / 420.3 -> 425.6 / 430.7 / 432.1 tokens/s and
-// 8 × tg128 1,118 / 1,124 / 1,121 -> 1,163 / 1,171 / 1,172. In the CUPTI trace of one
-// sequence the dense MLP's down products had been on the critical path for 111 µs a
-// token; 27 µs after (docs/performance.md, session 24).
 __global__ void geglu_q8_kernel(ops::GegluParams p, int64_t gs, int64_t us, int64_t os) {
-    pdl_begin_late();
+    pdl_begin();
     const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, per_row = p.n / 4;
     const bool in = g < p.rows * per_row;  // whole 8-thread groups are in or out
     const int64_t r = in ? g / per_row : 0, c = in ? g % per_row : 0;

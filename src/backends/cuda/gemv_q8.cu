@@ -664,10 +664,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks(1, 1, 1)) gemv_q8_mixe
 // takes: one token's 8.
 constexpr int kRoutedShort = 8;
 // Wide Q4_K rows (the experts' gate_up, 2,816 values: three rounds) take the kernel
-// with 4 routed rows a warp (the width measured; 8 compiles without spills too) from
-// this many routed rows on: at 8 sequences (64 rows) 8 × tg128 1,088 -> 1,123; at one
-// token (8 rows) the per-expert launch is as fast (tg128 418.9 / 419.2 against 418.8 /
-// 417.2 with it).
+// with 4 routed rows a warp from this many routed rows on: at 8 sequences (64 rows)
+// 8 × tg128 1,088 -> 1,123; at one token (8 rows) the per-expert launch is as fast
+// (tg128 418.9 / 419.2 against 418.8 / 417.2 with it). 8 routed rows a warp (no spills
+// either) lost at 8 sequences: 1,116-1,122 -> 1,084-1,088 (session 24).
 constexpr int kRoutedWide = 4;
 #ifndef HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS
 #define HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS 16
