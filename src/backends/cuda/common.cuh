@@ -54,19 +54,22 @@ inline unsigned grid_1d(int64_t n, int threads) {
 // instructions do nothing.
 //
 // Why the wait comes first: a kernel that let its successor launch before waiting
-// let it launch while its own predecessor still ran, so kernels two and three steps
-// ahead sat in SM slots (registers, warps) that the running kernel and the
-// concurrent experts' chain needed. With the wait first only the next kernel is
-// resident early, which is all the launch gap needs. H200, 26B-A4B q4_k_m (synth),
+// let it launch while its own predecessor still ran, and that successor's successor
+// in turn, so kernels two or more steps ahead could sit in SM slots (registers,
+// warps) that the running kernel and the concurrent experts' chain needed (the trace
+// put the dense MLP's down products, launched during its gate/up products, on the
+// critical path). With the wait first only the next kernel is resident early, which
+// is all the launch gap needs. H200, 26B-A4B q4_k_m (synth),
 // against launch-first (89c4279) in the same device call: tg128 +4.6 %, 8 × tg128
 // +5.2 %; against launch-first everywhere but the GEGLU (4c94767): 64 × tg32 at
-// depth 1,024 +2.3 %, pp4096 (ubatch 512) unchanged (docs/performance.md, session 24). The one exception to "before any memory access":
-// bytes no kernel writes, i.e. model weights, may be touched first, both hints (the
-// integer GEMV's L2 prefetch of its weight rows) and reads (residual_norms_kernel's
-// norm weights, elementwise.cu), which is what lets their latency overlap the
-// predecessor. That is safe because weights are written only by the uploads of
-// model loading, which synchronise before any forward pass, so no kernel still
-// running can be writing them.
+// depth 1,024 +2.3 %, pp4096 (ubatch 512) unchanged (docs/performance.md, session 24).
+//
+// The one exception to "before any memory access": bytes no kernel writes, i.e.
+// model weights, may be touched first, both hints (the integer GEMV's L2 prefetch of
+// its weight rows) and reads (residual_norms_kernel's norm weights, elementwise.cu),
+// which is what lets their latency overlap the predecessor. That is safe because
+// weights are written only by the uploads of model loading, which synchronise before
+// any forward pass, so no kernel still running can be writing them.
 __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
