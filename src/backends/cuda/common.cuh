@@ -59,10 +59,10 @@ inline unsigned grid_1d(int64_t n, int threads) {
 // warps) that the running kernel and the concurrent experts' chain needed (the trace
 // put the dense MLP's down products, launched during its gate/up products, on the
 // critical path). With the wait first only the next kernel is resident early, which
-// is all the launch gap needs. H200, 26B-A4B q4_k_m (synth),
-// against launch-first (89c4279) in the same device call: tg128 +4.6 %, 8 × tg128
-// +5.2 %; against launch-first everywhere but the GEGLU (4c94767): 64 × tg32 at
-// depth 1,024 +2.3 %, pp4096 (ubatch 512) unchanged (docs/performance.md, session 24).
+// is all the launch gap needs. H200, 26B-A4B q4_k_m (synth), against launch-first
+// (89c4279) in the same device call: tg128 +4.6 %, 8 × tg128 +5.2 %; against
+// launch-first everywhere but the GEGLU (4c94767): 64 × tg32 at depth 1,024 +2.3 %,
+// pp4096 (ubatch 512) unchanged (docs/performance.md, session 24).
 //
 // The one exception to "before any memory access": bytes no kernel writes, i.e.
 // model weights, may be touched first, both hints (the integer GEMV's L2 prefetch of
