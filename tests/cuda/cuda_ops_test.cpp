@@ -509,6 +509,35 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
     }
 }
 
+// A captured graph with a side chain (begin_side .. join_side): the side chain's
+// first kernel must see what the main chain wrote before the fork, and the kernel
+// after the join what both chains wrote, in every replay (the decode graphs of MoE
+// layers run the experts this way). The side chain is long (eight passes over 64
+// MiB), so a join that did not wait for it would leave values half scaled.
+TEST_F(CudaOps, GraphSideChainForkAndJoinOrder) {
+    const int64_t n = int64_t{1} << 24;
+    float *a = gpu->alloc_array<float>(static_cast<size_t>(n)), *b = gpu->alloc_array<float>(static_cast<size_t>(n)),
+          *c = gpu->alloc_array<float>(static_cast<size_t>(n));
+    auto graph = gpu->capture([&] {
+        gpu->scale(a, 0.5f, n);  // main, before the fork
+        gpu->begin_side();
+        for (int i = 0; i < 8; ++i) gpu->scale(a, 2.0f, n);  // the side chain: long
+        gpu->end_side();
+        gpu->scale(b, 3.0f, n);  // main, beside it
+        gpu->join_side();
+        gpu->add(a, b, c, n);  // both chains' results
+    });
+    for (int replay = 0; replay < 5; ++replay) {
+        gpu->upload(a, std::vector<float>(static_cast<size_t>(n), 1.0f + replay).data(), static_cast<size_t>(n) * 4);
+        gpu->upload(b, std::vector<float>(static_cast<size_t>(n), 3.0f).data(), static_cast<size_t>(n) * 4);
+        graph->launch();
+        const auto got = host(c, static_cast<size_t>(n));
+        const float want = (1.0f + replay) * 0.5f * 256.0f + 9.0f;
+        const auto bad = std::count_if(got.begin(), got.end(), [&](float v) { return v != want; });
+        EXPECT_EQ(bad, 0) << "replay " << replay << ": values other than " << want;
+    }
+}
+
 // The fused head norm + RoPE and the output scale, against the CPU's fused ops.
 TEST_F(CudaOps, RmsNormFusedScaleAndRope) {
     const int64_t T = 3, heads = 4;
