@@ -952,6 +952,58 @@ TEST_F(CudaOps, MatmulMultiEqualsSeparateMatmuls) {
     EXPECT_THROW(gpu->matmul_multi(bad), Error);
 }
 
+// The 8-bit form of tiny values (q8.cuh): blocks whose scale amax / 127 would be
+// denormal (its reciprocal overflows) or underflow to zero still give |q| <= 127 and
+// q·d within half a step of each value; only all-zero blocks get d = 0. Before the
+// FLT_MIN floor the 1e-44 block failed here (d = 0 for nonzero values; H200, session
+// 27). The output weights scale each 32-value
+// block of residual_norms' output from about 1 down to denormals. The layout read
+// back is the CUDA backend's (q8.cuh): rows·n int8 values, then from the next
+// multiple of 256 bytes a (d, d·Σq) float pair per 32 values.
+TEST_F(CudaOps, PreparedFormOfTinyBlocks) {
+    const int64_t n = 256;
+    const float scales[8] = {1.0f, 1e-30f, 1e-37f, 3e-39f, 1e-40f, 1e-44f, 0.0f, 0.5f};
+    std::vector<float> w(static_cast<size_t>(n));
+    std::uniform_real_distribution<float> u(0.5f, 1.5f);
+    for (int64_t i = 0; i < n; ++i) w[static_cast<size_t>(i)] = scales[i / 32] * u(rng);
+    const auto x = randn(static_cast<size_t>(n)), b = randn(static_cast<size_t>(n));
+    const auto ones = std::vector<float>(static_cast<size_t>(n), 1.0f);
+    const size_t bytes = gpu->prepared_bytes(1, n);
+    ASSERT_EQ(bytes, 256u + 8u * sizeof(float) * 2);
+    void* yp = gpu->alloc(bytes);
+    ops::ResidualNormsParams p;
+    p.x = dev(x);
+    p.rows = 1;
+    p.n = n;
+    p.b[0] = dev(b);
+    p.w[0] = dev(ones);
+    p.n_out = 1;
+    p.y[0] = gpu->alloc_array<float>(static_cast<size_t>(n));
+    p.out_w[0] = dev(w);
+    p.y_prep[0] = yp;
+    gpu->residual_norms(p);
+    const auto y = host(p.y[0], static_cast<size_t>(n));
+    std::vector<uint8_t> raw(bytes);
+    gpu->download(raw.data(), yp, bytes);
+    std::vector<float> ds(16);
+    std::memcpy(ds.data(), raw.data() + 256, ds.size() * sizeof(float));
+    for (int64_t blk = 0; blk < n / 32; ++blk) {
+        const float d = ds[static_cast<size_t>(2 * blk)];
+        ASSERT_TRUE(std::isfinite(d) && d >= 0.0f) << "block " << blk << " d=" << d;
+        const auto first = y.begin() + 32 * blk;
+        const bool zeros = std::all_of(first, first + 32, [](float v) { return v == 0.0f; });
+        EXPECT_EQ(d == 0.0f, zeros) << "block " << blk;
+        EXPECT_TRUE(zeros || scales[blk] != 0.0f) << "block " << blk << ": zero weights, nonzero outputs";
+        for (int64_t i = 32 * blk; i < 32 * blk + 32; ++i) {
+            const int q = static_cast<int8_t>(raw[static_cast<size_t>(i)]);
+            const double yi = y[static_cast<size_t>(i)];
+            EXPECT_LE(std::abs(q), 127) << "value " << i;
+            EXPECT_LE(std::abs(q * static_cast<double>(d) - yi), 0.5 * d * (1 + 1e-5) + 1e-45)
+                << "value " << i << " y=" << yi << " q=" << q << " d=" << d;
+        }
+    }
+}
+
 // Prepared matmul inputs (ops/prepared.h): residual_norms and GEGLU write the 8-bit
 // form of their outputs, and matmuls (plain, multi, grouped by expert) given it
 // return exactly what they return when they quantize the rows themselves. The

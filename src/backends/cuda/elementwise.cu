@@ -385,26 +385,39 @@ __device__ __forceinline__ void store2_i8(kv_i8* p, float2 v, float id) {
                                               static_cast<signed char>(i8_code(v.y, id)));
 }
 
+// The head-norm weights and the RoPE frequencies are model constants, which no
+// kernel writes (common.cuh): they are loaded before the wait, so their latency
+// overlaps the q/k/v product instead of following the block reduction.
 template <class KV>
 __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
-    pdl_begin();
     __shared__ float shared[32];
     const int64_t D = p.head_dim, half = D / 2, nq = p.n_tokens * p.n_heads, nk = p.n_tokens * p.n_kv_heads;
     const int64_t b = blockIdx.x;
+    const bool is_q = b < nq, is_k = !is_q && b < nq + nk, rope = is_q || is_k;
+    const float* w = is_q ? p.q_w : is_k ? p.k_w : nullptr;
+    const int64_t k0 = 2 * threadIdx.x;
+    float wv[4] = {}, freq[2] = {};
+    if (w != nullptr) {
+        wv[0] = w[k0];
+        wv[1] = w[k0 + 1];
+        wv[2] = w[half + k0];
+        wv[3] = w[half + k0 + 1];
+    }
+    if (rope) {
+        freq[0] = p.rope_inv_freq[k0];
+        freq[1] = p.rope_inv_freq[k0 + 1];
+    }
+    pdl_begin();
     const float* src;
     float* dst = nullptr;  // q rows (in place)
     KV* pool_dst = nullptr;  // k̂ / v̂ rows
     float* scale_dst = nullptr;  // i8 pools: the row's scale
-    const float* w;
     int64_t t;
-    bool rope = true;
-    if (b < nq) {
+    if (is_q) {
         t = b / p.n_heads;
         src = p.q + b * D;
         dst = p.q + b * D;
-        w = p.q_w;
     } else {
-        const bool is_k = b < nq + nk;
         const int64_t row = is_k ? b - nq : b - nq - nk;  // token · n_kv_heads + head
         t = row / p.n_kv_heads;
         const int32_t pos = p.pos[t];
@@ -413,23 +426,20 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
         src = (is_k || p.v_from_k ? p.k : p.v) + row * D;
         pool_dst = static_cast<KV*>(is_k ? p.k_pool : p.v_pool) + at;
         if constexpr (kv_scaled<KV>) scale_dst = (is_k ? p.k_scale : p.v_scale) + at / D;
-        w = is_k ? p.k_w : nullptr;
-        rope = is_k;
     }
-    const int64_t k0 = 2 * threadIdx.x;
     float2 lo = *reinterpret_cast<const float2*>(src + k0), hi = *reinterpret_cast<const float2*>(src + half + k0);
     const float ss = block_sum(lo.x * lo.x + lo.y * lo.y + hi.x * hi.x + hi.y * hi.y, shared);
     const float inv = inv_rms(ss, D, p.eps);
-    auto normed = [&](float v, int64_t i) {
+    auto normed = [&](float v, int j) {
         const float y = __fmul_rn(v, inv);
-        return w ? __fmul_rn(y, w[i]) : y;
+        return w ? __fmul_rn(y, wv[j]) : y;
     };
-    lo = make_float2(normed(lo.x, k0), normed(lo.y, k0 + 1));
-    hi = make_float2(normed(hi.x, half + k0), normed(hi.y, half + k0 + 1));
+    lo = make_float2(normed(lo.x, 0), normed(lo.y, 1));
+    hi = make_float2(normed(hi.x, 2), normed(hi.y, 3));
     if (rope) {
         const float pf = static_cast<float>(p.pos[t]);
-        rotate_pair(lo.x, hi.x, pf, p.rope_inv_freq[k0]);
-        rotate_pair(lo.y, hi.y, pf, p.rope_inv_freq[k0 + 1]);
+        rotate_pair(lo.x, hi.x, pf, freq[0]);
+        rotate_pair(lo.y, hi.y, pf, freq[1]);
     }
     if (pool_dst != nullptr) {  // the whole block's row (a block-uniform branch)
         if constexpr (kv_scaled<KV>) {

@@ -510,6 +510,49 @@ __device__ __forceinline__ unsigned segment_block(const Segments& g, int seg) {
     return blockIdx.x - (seg == 0 ? 0u : (seg == 1 ? g.end[0] : g.end[1]));
 }
 
+// A dense one-token row with its first unit loaded before pdl_begin(): model weights,
+// which no kernel writes (common.cuh), so the first round's DRAM latency overlaps the
+// previous kernel's tail instead of following the wait (the L2 prefetch of
+// gemv_q8_rows, where it applies, serves the later rounds). H200, 26B-A4B q4_k_m,
+// against the plain body in the same device calls: tg128 440-444 -> 453-459 tokens/s
+// with the attention inputs' and q8.cuh's changes of the same session
+// (docs/performance.md, session 27). The same sums in the same order as
+// gemv_q8_rows<T, 1, 1, 1>: the same bits. A compile definition for A/Bs:
+// HF2Q_GEMV_EARLY_UNIT=0 keeps the plain body.
+#ifndef HF2Q_GEMV_EARLY_UNIT
+#define HF2Q_GEMV_EARLY_UNIT 1
+#endif
+
+template <GgmlType T>
+__device__ __forceinline__ void gemv_q8_dense_row_early(const GemvArgs& a, int64_t o, const Q8Input& xin) {
+    using U = Unit<T>;
+    const int lane = threadIdx.x % 32;
+    const bool has = o < a.n_out;
+    const uint8_t* row = a.w + static_cast<uint64_t>(has ? o : 0) * a.row_bytes;
+    const uint32_t units = static_cast<uint32_t>(a.n_in / U::kVals);
+    U first;
+    if (lane < units) first.load(row, lane);
+    pdl_begin();
+    if (!has) return;  // whole warp
+    const XRow xr = {xin.q.q, xin.q.ds};
+    float acc = 0.0f;
+    if (lane < units) {
+        typename U::X x;
+        x.load(xr, first);
+        acc += first.dot(x);
+    }
+    for (uint32_t u = lane + 32; u < units; u += 32) {
+        U w;
+        w.load(row, u);
+        typename U::X x;
+        x.load(xr, w);
+        acc += w.dot(x);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0) a.y[o] = acc;
+}
+
 // The rows of weight `a` that block bx of its segment computes: the body of
 // gemv_q8_kernel and gemv_q8_mixed_kernel. g.a[0] says whether the launch is grouped.
 template <GgmlType T, int NT, int RW, int KU, bool MULTI>
@@ -528,6 +571,9 @@ __device__ __forceinline__ void gemv_q8_rows(const Segments& g, const GemvArgs& 
     if (HF2Q_GEMV_PREFETCH >= (NT == 1 ? 1 : 2) && g.a[0].offsets == nullptr &&
         static_cast<uint64_t>(a.n_out) * a.row_bytes <= kPrefetchMaxBytes)
         prefetch_rows_l2(a.w, static_cast<int64_t>(bx) * kWarps * RW, kWarps * RW, a.n_out, a.row_bytes);
+    if constexpr (HF2Q_GEMV_EARLY_UNIT && NT == 1 && RW == 1 && KU == 1)
+        if (g.a[0].offsets == nullptr && xin.rows == nullptr && a.n_rows == 1)
+            return gemv_q8_dense_row_early<T>(a, o0, xin);
     pdl_begin();
     if (o0 >= a.n_out) return;  // whole warp; no block-wide barrier below
     int64_t r0 = 0, r1 = a.n_rows;
