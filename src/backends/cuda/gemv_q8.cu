@@ -514,9 +514,9 @@ __device__ __forceinline__ unsigned segment_block(const Segments& g, int seg) {
 // which no kernel writes (common.cuh), so the first round's DRAM latency overlaps the
 // previous kernel's tail instead of following the wait (the L2 prefetch of
 // gemv_q8_rows, where it applies, serves the later rounds). H200, 26B-A4B q4_k_m,
-// against the plain body in the same device calls: tg128 440-444 -> 453-459 tokens/s
-// with the attention inputs' and q8.cuh's changes of the same session
-// (docs/performance.md, session 27). The same sums in the same order as
+// against the plain body in the same device call: tg128 439.5 / 444.1 -> 452.7
+// tokens/s, and 458-459 with the attention inputs' and q8.cuh's changes of the same
+// session (docs/performance.md, session 27). The same sums in the same order as
 // gemv_q8_rows<T, 1, 1, 1>: the same bits. A compile definition for A/Bs:
 // HF2Q_GEMV_EARLY_UNIT=0 keeps the plain body.
 #ifndef HF2Q_GEMV_EARLY_UNIT
