@@ -956,10 +956,10 @@ TEST_F(CudaOps, MatmulMultiEqualsSeparateMatmuls) {
 // denormal (its reciprocal overflows) or underflow to zero still give |q| <= 127 and
 // q·d within half a step of each value; only all-zero blocks get d = 0. Before the
 // FLT_MIN floor the 1e-44 block failed here (d = 0 for nonzero values; H200, session
-// 27). The output weights scale each 32-value
-// block of residual_norms' output from about 1 down to denormals. The layout read
-// back is the CUDA backend's (q8.cuh): rows·n int8 values, then from the next
-// multiple of 256 bytes a (d, d·Σq) float pair per 32 values.
+// 27). The output weights scale each 32-value block of residual_norms' output from
+// about 1 down to denormals. The layout read back is the CUDA backend's (q8.cuh):
+// rows·n int8 values, then from the next multiple of 256 bytes a (d, d·Σq) float
+// pair per 32 values.
 TEST_F(CudaOps, PreparedFormOfTinyBlocks) {
     const int64_t n = 256;
     const float scales[8] = {1.0f, 1e-30f, 1e-37f, 3e-39f, 1e-40f, 1e-44f, 0.0f, 0.5f};
