@@ -70,6 +70,18 @@ public:
         return host_buffers_.back().get();
     }
     virtual void upload(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+    // Copies `rows` rows of `width` bytes (row i from src + i·pitch to dst + i·pitch)
+    // in order with the work queued before and after it, without waiting for it. src
+    // must come from alloc_host and stay unchanged until wait_uploads() returns: a
+    // device backend reads it when the copy runs. upload() waits for its copy, as its
+    // source may be pageable; a decode step's inputs in one block of page-locked memory
+    // go up in one or two of these instead (runtime/context_impl.cpp).
+    virtual void upload_async(void* dst, const void* src, size_t width, size_t rows, size_t pitch) {
+        for (size_t i = 0; i < rows; ++i)
+            std::memcpy(static_cast<uint8_t*>(dst) + i * pitch, static_cast<const uint8_t*>(src) + i * pitch, width);
+    }
+    // Returns once every upload_async issued before it has read its source.
+    virtual void wait_uploads() {}
     virtual void download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
     virtual void fill_zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
     virtual void synchronize() {}

@@ -53,20 +53,19 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
     const size_t U = sz(opts.n_ubatch);
     const size_t max_seqs = std::min<size_t>(U, sz(opts.n_seq_max));
     table_width_ = ceil_div(opts.n_ctx, B);
-    h_tokens_.resize(U);
-    h_pos_.resize(U);
-    h_out_rows_.resize(U);
-    d_tokens_ = backend_->alloc_array<int32_t>(U);
-    d_pos_ = backend_->alloc_array<int32_t>(U);
-    d_out_rows_ = backend_->alloc_array<int32_t>(U);
-    for (int g = 0; g < 2; ++g) {
-        h_tables_[g].resize(max_seqs * sz(table_width_));
-        h_table_len_[g].resize(U);
-        h_table_ptr_[g].resize(U);
-        d_tables_[g] = backend_->alloc_array<int32_t>(max_seqs * sz(table_width_));
-        d_table_len_[g] = backend_->alloc_array<int32_t>(U);
-        d_table_ptr_[g] = backend_->alloc_array<const int32_t*>(U);
-    }
+    // The per-token rows hold pointers at most; 16-byte aligned rows and tables.
+    const auto pitch = checked_align_up(U * sizeof(void*), 16);
+    const auto rows_bytes = pitch ? checked_mul(*pitch, kStepRows) : std::nullopt;
+    const auto tables = checked_mul(max_seqs * 2 * sizeof(int32_t), static_cast<uint64_t>(table_width_));
+    const auto block = rows_bytes && tables ? checked_add(*rows_bytes, *tables) : std::nullopt;
+    if (!block)
+        fail("the micro-batch inputs of ", opts.n_ubatch, " tokens and ", max_seqs, " sequences of ", opts.n_ctx,
+             " positions overflow a size; lower --ubatch, --ctx-size or --parallel");
+    step_pitch_ = static_cast<size_t>(*pitch);
+    const size_t bytes = static_cast<size_t>(*block);
+    h_step_ = std::unique_ptr<uint8_t, HostFree>(static_cast<uint8_t*>(backend_->alloc_host(bytes)),
+                                                 HostFree{backend_.get()});
+    d_step_ = static_cast<uint8_t*>(backend_->alloc(bytes));
     allocate_kv();
     if (profiler_) profiler_->set_enabled(true);
 }
@@ -212,6 +211,13 @@ void ContextImpl::apply_copies(const std::vector<kv::BlockCopy>& copies) {
 // stay below (max_keys).
 gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end) {
     const size_t T = end - begin;
+    backend_->wait_uploads();  // the previous micro-batch's copies have read the block
+    int32_t* tokens = step_row<int32_t>(h_step_.get(), kTokens);
+    int32_t* pos = step_row<int32_t>(h_step_.get(), kPos);
+    int32_t* out_rows = step_row<int32_t>(h_step_.get(), kOutRows);
+    int32_t* table_len[2] = {step_row<int32_t>(h_step_.get(), kTableLen0), step_row<int32_t>(h_step_.get(), kTableLen1)};
+    const int32_t** table_ptr[2] = {step_row<const int32_t*>(h_step_.get(), kTablePtr0),
+                                    step_row<const int32_t*>(h_step_.get(), kTablePtr1)};
     std::vector<int32_t> seqs;  // distinct sequences in order of first appearance
     std::vector<int32_t> row_of(sz(opts_.n_seq_max), -1);
     int64_t n_out = 0, max_keys = 0;
@@ -222,38 +228,39 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
             row_of[sz(seq)] = static_cast<int32_t>(seqs.size());
             seqs.push_back(seq);
         }
-        h_tokens_[t] = batch[i].token;
-        h_pos_[t] = batch[i].pos;
+        tokens[t] = batch[i].token;
+        pos[t] = batch[i].pos;
         max_keys = std::max<int64_t>(max_keys, int64_t{batch[i].pos} + 1);
-        if (batch[i].logits) h_out_rows_[sz(n_out++)] = static_cast<int32_t>(t);
+        if (batch[i].logits) out_rows[sz(n_out++)] = static_cast<int32_t>(t);
     }
-    gemma4::BatchView b;
     for (int g = 0; g < 2; ++g) {
         for (size_t r = 0; r < seqs.size(); ++r) {
             const auto& tab = tables_->table(g, seqs[r]);
             HF2Q_ASSERT(static_cast<int64_t>(tab.size()) <= table_width_);
-            std::copy(tab.begin(), tab.end(), h_tables_[g].begin() + static_cast<std::ptrdiff_t>(r * sz(table_width_)));
+            std::copy(tab.begin(), tab.end(), table_row(h_step_.get(), r, g));
         }
         for (size_t i = begin; i < end; ++i) {
             const size_t t = i - begin;
-            const int32_t r = row_of[sz(batch[i].seq)];
-            h_table_ptr_[g][t] = d_tables_[g] + static_cast<int64_t>(r) * table_width_;
-            h_table_len_[g][t] = static_cast<int32_t>(tables_->table(g, batch[i].seq).size());
+            const size_t r = sz(row_of[sz(batch[i].seq)]);
+            table_ptr[g][t] = table_row(d_step_, r, g);
+            table_len[g][t] = static_cast<int32_t>(tables_->table(g, batch[i].seq).size());
         }
-        backend_->upload(d_tables_[g], h_tables_[g].data(), seqs.size() * sz(table_width_) * sizeof(int32_t));
-        backend_->upload(d_table_ptr_[g], h_table_ptr_[g].data(), T * sizeof(const int32_t*));
-        backend_->upload(d_table_len_[g], h_table_len_[g].data(), T * sizeof(int32_t));
-        b.tables[g] = d_table_ptr_[g];
-        b.table_len[g] = d_table_len_[g];
     }
-    backend_->upload(d_tokens_, h_tokens_.data(), T * sizeof(int32_t));
-    backend_->upload(d_pos_, h_pos_.data(), T * sizeof(int32_t));
-    backend_->upload(d_out_rows_, h_out_rows_.data(), sz(n_out) * sizeof(int32_t));
+    // Each row's first T entries (T pointers' width covers the int32 rows' T), then
+    // the micro-batch's table rows.
+    backend_->upload_async(d_step_, h_step_.get(), T * sizeof(void*), kStepRows, step_pitch_);
+    backend_->upload_async(table_row(d_step_, 0, 0), table_row(h_step_.get(), 0, 0),
+                           seqs.size() * 2 * sz(table_width_) * sizeof(int32_t), 1, 0);
+    gemma4::BatchView b;
+    for (int g = 0; g < 2; ++g) {
+        b.tables[g] = step_row<const int32_t*>(d_step_, g == 0 ? kTablePtr0 : kTablePtr1);
+        b.table_len[g] = step_row<int32_t>(d_step_, g == 0 ? kTableLen0 : kTableLen1);
+    }
     b.n_tokens = static_cast<int64_t>(T);
-    b.tokens = d_tokens_;
-    b.pos = d_pos_;
+    b.tokens = step_row<int32_t>(d_step_, kTokens);
+    b.pos = step_row<int32_t>(d_step_, kPos);
     b.block_size = opts_.kv_block_size;
-    b.out_rows = d_out_rows_;
+    b.out_rows = step_row<int32_t>(d_step_, kOutRows);
     b.n_out = n_out;
     b.max_keys = max_keys;  // sizes the attention work (keys 0 .. max position)
     return b;

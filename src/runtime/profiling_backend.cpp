@@ -110,6 +110,10 @@ std::unique_ptr<ops::Graph> ProfilingBackend::capture(const std::function<void()
 void ProfilingBackend::upload(void* dst, const void* src, size_t bytes) {
     timed({Op::upload}, [&] { inner_->upload(dst, src, bytes); });
 }
+// Timed as an upload: the timing synchronizes, so the copy is done when it returns.
+void ProfilingBackend::upload_async(void* dst, const void* src, size_t width, size_t rows, size_t pitch) {
+    timed({Op::upload}, [&] { inner_->upload_async(dst, src, width, rows, pitch); });
+}
 void ProfilingBackend::download(void* dst, const void* src, size_t bytes) {
     timed({Op::download}, [&] { inner_->download(dst, src, bytes); });
 }

@@ -41,6 +41,8 @@ class ProfilingBackend final : public ops::Backend {
     bool host_memory() const override { return inner_->host_memory(); }
     void* alloc(size_t bytes) override { return inner_->alloc(bytes); }
     void upload(void* dst, const void* src, size_t bytes) override;
+    void upload_async(void* dst, const void* src, size_t width, size_t rows, size_t pitch) override;
+    void wait_uploads() override { inner_->wait_uploads(); }
     void download(void* dst, const void* src, size_t bytes) override;
     void fill_zero(void* dst, size_t bytes) override;
     void synchronize() override { inner_->synchronize(); }

@@ -538,6 +538,33 @@ TEST_F(CudaOps, GraphSideChainForkAndJoinOrder) {
     }
 }
 
+// upload_async (a decode step's inputs): the rows' first `width` bytes land at the
+// pitch and nothing between them, the copy is ordered before the work queued after it
+// (the host does not wait), and after wait_uploads the source may change.
+TEST_F(CudaOps, UploadAsyncCopiesRowsInStreamOrder) {
+    constexpr size_t kRows = 3, kPitch = 16, kWidth = 10;  // in floats
+    auto* h = static_cast<float*>(gpu->alloc_host(kRows * kPitch * sizeof(float)));
+    for (size_t i = 0; i < kRows * kPitch; ++i) h[i] = static_cast<float>(i + 1);
+    float* d = gpu->alloc_array<float>(kRows * kPitch);  // zeroed
+    gpu->upload_async(d, h, kWidth * sizeof(float), kRows, kPitch * sizeof(float));
+    gpu->scale(d, 2.0f, static_cast<int64_t>(kRows * kPitch));  // queued after the copy
+    gpu->wait_uploads();
+    for (size_t i = 0; i < kRows * kPitch; ++i) h[i] = -1.0f;  // the copy has read it
+    auto got = host(d, kRows * kPitch);
+    for (size_t r = 0; r < kRows; ++r)
+        for (size_t c = 0; c < kPitch; ++c) {
+            const size_t i = r * kPitch + c;
+            EXPECT_EQ(got[i], c < kWidth ? 2.0f * static_cast<float>(i + 1) : 0.0f) << "row " << r << " col " << c;
+        }
+    h[0] = 5.0f;
+    gpu->upload_async(d, h, sizeof(float), 1, 0);  // one row: pitch unused
+    gpu->wait_uploads();
+    got = host(d, 2);
+    EXPECT_EQ(got[0], 5.0f);
+    EXPECT_EQ(got[1], 4.0f);
+    gpu->free_host(h);
+}
+
 // The fused head norm + RoPE and the output scale, against the CPU's fused ops.
 TEST_F(CudaOps, RmsNormFusedScaleAndRope) {
     const int64_t T = 3, heads = 4;

@@ -172,6 +172,26 @@ TEST(MoeRouteGroup, RouterInputIsMatmulThenRouteThenGroup) {
                         }
 }
 
+// upload_async (ops/backend.h) as the host backends run it: each row's first `width`
+// bytes at the pitch, nothing between the rows, and one row with the pitch unused.
+TEST(Backend, UploadAsyncCopiesRowsAtPitch) {
+    ops::Backend& be = *backends().one;
+    constexpr size_t kRows = 3, kPitch = 16, kWidth = 10;
+    auto* src = static_cast<uint8_t*>(be.alloc_host(kRows * kPitch));
+    for (size_t i = 0; i < kRows * kPitch; ++i) src[i] = static_cast<uint8_t>(i + 1);
+    auto* dst = static_cast<uint8_t*>(be.alloc(kRows * kPitch));  // zeroed
+    be.upload_async(dst, src, kWidth, kRows, kPitch);
+    be.wait_uploads();
+    for (size_t r = 0; r < kRows; ++r)
+        for (size_t c = 0; c < kPitch; ++c)
+            EXPECT_EQ(dst[r * kPitch + c], c < kWidth ? src[r * kPitch + c] : 0) << "row " << r << " byte " << c;
+    src[0] = 200;
+    be.upload_async(dst, src, 1, 1, 0);
+    EXPECT_EQ(dst[0], 200);
+    EXPECT_EQ(dst[1], 2);
+    be.free_host(src);
+}
+
 // A router weight that does not map to one logit per expert, and moe_route given a
 // router input, fail with a message instead of computing something else.
 TEST(MoeRouteGroup, RouterShapeMismatchFails) {

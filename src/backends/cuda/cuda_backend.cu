@@ -54,6 +54,7 @@ public:
         if (o.device < 0 || o.device >= n) fail("CUDA device ", o.device, " does not exist (", n, " found)");
         HF2Q_CUDA_CHECK(cudaSetDevice(o.device));
         HF2Q_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
         if (!o.workspaces) return;  // a memory holder: no ops run on it
         if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) fail("cannot create a cuBLAS handle");
         if (cublasSetWorkspace(cublas_, alloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
@@ -95,6 +96,7 @@ public:
             cudaEventDestroy(to_main_);
             cudaStreamDestroy(side_);
         }
+        cudaEventDestroy(uploaded_);
         cudaStreamDestroy(stream_);
     }
 
@@ -124,6 +126,24 @@ public:
         HF2Q_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
         // The source is pageable host memory the caller may reuse right away.
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    // Page-locked sources: the copy is a DMA the stream runs in order, so the host
+    // need not wait (upload's cudaStreamSynchronize, nine times a decode step, cost
+    // 4-6 µs a copy: runtime/context_impl.h).
+    void upload_async(void* dst, const void* src, size_t width, size_t rows, size_t pitch) override {
+        if (width == 0 || rows == 0) return;
+        HF2Q_ASSERT(rows == 1 || pitch >= width);
+        if (rows == 1)
+            HF2Q_CUDA_CHECK(cudaMemcpyAsync(dst, src, width, cudaMemcpyHostToDevice, stream_));
+        else
+            HF2Q_CUDA_CHECK(cudaMemcpy2DAsync(dst, pitch, src, pitch, width, rows, cudaMemcpyHostToDevice, stream_));
+        HF2Q_CUDA_CHECK(cudaEventRecord(uploaded_, stream_));
+        uploads_pending_ = true;
+    }
+    void wait_uploads() override {
+        if (!uploads_pending_) return;
+        HF2Q_CUDA_CHECK(cudaEventSynchronize(uploaded_));
+        uploads_pending_ = false;
     }
     void download(void* dst, const void* src, size_t bytes) override {
         if (bytes == 0) return;
@@ -324,6 +344,8 @@ private:
     }
 
     cudaStream_t stream_ = nullptr;
+    cudaEvent_t uploaded_ = nullptr;  // recorded after each upload_async
+    bool uploads_pending_ = false;    // an upload_async since the last wait_uploads
     cublasHandle_t cublas_ = nullptr;
     GemmWorkspace ws_;
     MatmulEnv env_;

@@ -497,8 +497,14 @@ constexpr int kShortRounds = HF2Q_GEMV1_SHORT_ROUNDS;
 
 // Blocks per SM a variant is compiled for: 12 for the plain one-row variant (40
 // registers), 4 (up to 128 registers) where a lane keeps several rows in flight.
+// HF2Q_GEMV1_MIN_BLOCKS (a compile definition, for A/Bs) sets the one-row variant's:
+// 10 (48 registers) measured 461.2 / 461.5 tokens/s at tg128 against 12's 466.7 /
+// 462.6 (H200, 26B-A4B q4_k_m, session 28).
+#ifndef HF2Q_GEMV1_MIN_BLOCKS
+#define HF2Q_GEMV1_MIN_BLOCKS 12
+#endif
 constexpr int min_blocks(int nt, int rw, int ku) {
-    return nt != 1 ? HF2Q_GEMV8_MIN_BLOCKS : rw * ku == 1 ? 12 : 4;
+    return nt != 1 ? HF2Q_GEMV8_MIN_BLOCKS : rw * ku == 1 ? HF2Q_GEMV1_MIN_BLOCKS : 4;
 }
 
 // The segment block blockIdx.x works on (static indices: no local copy of the
