@@ -215,9 +215,6 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
     int32_t* tokens = step_row<int32_t>(h_step_.get(), kTokens);
     int32_t* pos = step_row<int32_t>(h_step_.get(), kPos);
     int32_t* out_rows = step_row<int32_t>(h_step_.get(), kOutRows);
-    int32_t* table_len[2] = {step_row<int32_t>(h_step_.get(), kTableLen0), step_row<int32_t>(h_step_.get(), kTableLen1)};
-    const int32_t** table_ptr[2] = {step_row<const int32_t*>(h_step_.get(), kTablePtr0),
-                                    step_row<const int32_t*>(h_step_.get(), kTablePtr1)};
     std::vector<int32_t> seqs;  // distinct sequences in order of first appearance
     std::vector<int32_t> row_of(sz(opts_.n_seq_max), -1);
     int64_t n_out = 0, max_keys = 0;
@@ -234,6 +231,8 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
         if (batch[i].logits) out_rows[sz(n_out++)] = static_cast<int32_t>(t);
     }
     for (int g = 0; g < 2; ++g) {
+        int32_t* table_len = step_row<int32_t>(h_step_.get(), group_row(kTableLen0, g));
+        const int32_t** table_ptr = step_row<const int32_t*>(h_step_.get(), group_row(kTablePtr0, g));
         for (size_t r = 0; r < seqs.size(); ++r) {
             const auto& tab = tables_->table(g, seqs[r]);
             HF2Q_ASSERT(static_cast<int64_t>(tab.size()) <= table_width_);
@@ -242,8 +241,8 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
         for (size_t i = begin; i < end; ++i) {
             const size_t t = i - begin;
             const size_t r = sz(row_of[sz(batch[i].seq)]);
-            table_ptr[g][t] = table_row(d_step_, r, g);
-            table_len[g][t] = static_cast<int32_t>(tables_->table(g, batch[i].seq).size());
+            table_ptr[t] = table_row(d_step_, r, g);
+            table_len[t] = static_cast<int32_t>(tables_->table(g, batch[i].seq).size());
         }
     }
     // Each row's first T entries (T pointers' width covers the int32 rows' T), then
@@ -253,8 +252,8 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
                            seqs.size() * 2 * sz(table_width_) * sizeof(int32_t), 1, 0);
     gemma4::BatchView b;
     for (int g = 0; g < 2; ++g) {
-        b.tables[g] = step_row<const int32_t*>(d_step_, g == 0 ? kTablePtr0 : kTablePtr1);
-        b.table_len[g] = step_row<int32_t>(d_step_, g == 0 ? kTableLen0 : kTableLen1);
+        b.tables[g] = step_row<const int32_t*>(d_step_, group_row(kTablePtr0, g));
+        b.table_len[g] = step_row<int32_t>(d_step_, group_row(kTableLen0, g));
     }
     b.n_tokens = static_cast<int64_t>(T);
     b.tokens = step_row<int32_t>(d_step_, kTokens);

@@ -85,6 +85,8 @@ private:
     T* step_row(uint8_t* base, StepRow r) const {
         return reinterpret_cast<T*>(base + static_cast<size_t>(r) * step_pitch_);
     }
+    // Group g's row of a per-group pair (kTableLen0 or kTablePtr0, then group 1's).
+    static StepRow group_row(StepRow group0, int g) { return static_cast<StepRow>(group0 + g); }
     int32_t* table_row(uint8_t* base, size_t seq_row, int g) const {
         return reinterpret_cast<int32_t*>(base + kStepRows * step_pitch_) +
                (seq_row * 2 + static_cast<size_t>(g)) * static_cast<size_t>(table_width_);
