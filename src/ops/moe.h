@@ -72,6 +72,8 @@ struct MoeGroupParams {
     int32_t* slot_of = nullptr;    // [n_tokens·k]
 };
 
+struct MoeCombineParams;
+
 // Grouped linear layer over the experts of a 3-D weight: for every expert e and
 // grouped row r in [offsets[e], offsets[e+1]):
 //   y[r] = x[src(r)] · W_eᵀ,  src(r) = x_rows ? x_rows[r] : r,
@@ -106,6 +108,13 @@ struct MoeMatmulParams {
     bool geglu = false;
     float* geglu_scratch = nullptr;
     void* y_prep = nullptr;
+
+    // Combine epilogue (optional, not with geglu): the weighted combine of one token's
+    // routed rows of this product's output (combine->y == y, combine->n_tokens == 1),
+    // run after it: the moe_combine op over y, which a backend may fold into the
+    // product (the CUDA backend does in a decode step's down product: the product's
+    // warps hold every routed row of an output column). y is written either way.
+    const MoeCombineParams* combine = nullptr;
 };
 
 // The two ops a geglu product means (MoeMatmulParams::geglu), for backends that

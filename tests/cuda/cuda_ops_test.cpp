@@ -97,6 +97,12 @@ protected:
     std::mt19937 rng{1234};
 };
 
+std::vector<uint32_t> float_bits(const std::vector<float>& v) {
+    std::vector<uint32_t> u(v.size());
+    std::memcpy(u.data(), v.data(), v.size() * sizeof(float));
+    return u;
+}
+
 double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
     double num = 0, den = 0;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -883,6 +889,61 @@ TEST_F(CudaOps, GroupedOneRowGemvEqualsOneTokenMatmuls) {
     }
 }
 
+// One token's grouped product with its combine (MoeMatmulParams::combine): y and the
+// combined row bit for bit those of the product followed by moe_combine. Rows of at
+// most two rounds of a warp's units in the 32-value formats (704 values: a decode step's
+// down product; 2,048 in Q4_0 and Q5_0) take the routed kernel with the combine folded
+// in; Q8_0's 2,048-value rows (four rounds) and Q4_K the product, then the combine.
+// K = 8 and K = 3 (fewer routed rows than a warp's 8), sentinel-filled outputs.
+TEST_F(CudaOps, MoeCombineWithOneTokenProduct) {
+    const int64_t E = 16, F = 37;
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_K})
+        for (const int64_t H : t == GgmlType::Q4_K ? std::vector<int64_t>{512} : std::vector<int64_t>{704, 2048})
+            for (const int64_t K : {8, 3}) {
+                const std::string what = std::string(ggml_type_name(t)) + " H=" + std::to_string(H) + " K=" +
+                                         std::to_string(K);
+                const auto ids = random_routing(rng, 1, K, 14);
+                const size_t n = ids.size();
+                std::vector<int32_t> off(static_cast<size_t>(E + 1)), rows(n), slot(n);
+                cpu->moe_group({ids.data(), 1, K, E, off.data(), rows.data(), slot.data()});
+                const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
+                const auto x = q8_grid_activations(rng, static_cast<int64_t>(n), H);  // the grouped rows
+                const auto w = randn(n);
+                ops::MoeMatmulParams m;
+                m.w = {t, H, F, row_bytes, dev(wq)};
+                m.expert_bytes = row_bytes * static_cast<uint64_t>(F);
+                m.n_experts = E;
+                m.offsets = dev(off);
+                m.x = dev(x);
+                m.n_rows = static_cast<int64_t>(n);
+                const std::vector<float> sentinel(n * static_cast<size_t>(F), -7.0f);
+                ops::MoeCombineParams cb;
+                cb.y_stride = F;
+                cb.slot_of = dev(slot);
+                cb.weights = dev(w);
+                cb.out_stride = F;
+                cb.n_tokens = 1;
+                cb.k = K;
+                cb.n = F;
+                // The product, then the combine.
+                m.y = dev(sentinel);
+                cb.y = m.y;
+                cb.out = dev(std::vector<float>(static_cast<size_t>(F), -7.0f));
+                gpu->moe_matmul(m);
+                gpu->moe_combine(cb);
+                const auto y_ref = host(m.y, sentinel.size()), out_ref = host(cb.out, static_cast<size_t>(F));
+                // The product with the combine.
+                m.y = dev(sentinel);
+                cb.y = m.y;
+                cb.out = dev(std::vector<float>(static_cast<size_t>(F), -7.0f));
+                m.combine = &cb;
+                gpu->moe_matmul(m);
+                EXPECT_EQ(float_bits(host(m.y, sentinel.size())), float_bits(y_ref)) << what;
+                EXPECT_EQ(float_bits(host(cb.out, static_cast<size_t>(F))), float_bits(out_ref)) << what;
+                EXPECT_TRUE(std::none_of(out_ref.begin(), out_ref.end(), [](float v) { return v == -7.0f; })) << what;
+            }
+}
+
 // The tensor-core expert GEMV's pass boundaries (gemv_mma.cu): experts with 1-4 routed
 // rows take one paired pass, 5-8 one full pass, 9-12 a full pass and a paired one,
 // and so on. Routing with fixed counts per expert (top-1, tokens interleaved so the
@@ -1619,13 +1680,6 @@ TEST_F(CudaOps, MoeRoutingGatherScatter) {
     EXPECT_LT(rel_err(host(ddst, dst.size()), sref), 1e-6);
 }
 
-namespace {
-std::vector<uint32_t> float_bits(const std::vector<float>& v) {
-    std::vector<uint32_t> u(v.size());
-    std::memcpy(u.data(), v.data(), v.size() * sizeof(float));
-    return u;
-}
-}  // namespace
 
 // moe_route_group: one fused kernel up to 32 tokens and 512 pairs, the two ops above.
 // Against the CPU's moe_route + moe_group: ids, offsets, rows and slot_of exact, the
@@ -1691,6 +1745,48 @@ TEST_F(CudaOps, MoeRouteGroupMatchesSeparateOps) {
                         EXPECT_EQ(host(drows2, n), rows) << what;
                         EXPECT_EQ(host(dslot2, n), slot) << what;
                     }
+}
+
+// Logits of which fewer than k are finite (the rest -inf) route like the CPU's
+// (the finite ones by value, then the -inf ones by index, weight 0), on the routing
+// kernel and on the fused kernels; NaN logits take the experts in index order as on the CPU.
+// E = 8 leaves lanes without experts, whose sentinel an -inf logit must beat.
+TEST_F(CudaOps, MoeRouteNonFiniteLogits) {
+    const int64_t K = 8;
+    for (int64_t E : {8, 128})
+    for (int64_t T : {1, 3}) {
+        const size_t n = static_cast<size_t>(T * K), ne = static_cast<size_t>(E);
+        std::vector<float> logits(static_cast<size_t>(T) * ne, -INFINITY);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t e : {5, 77, 100})
+                if (e < E) logits[static_cast<size_t>(t * E + e)] = static_cast<float>(e) * 0.01f;
+        std::vector<int32_t> ids(n), off(ne + 1), rows(n), slot(n);
+        std::vector<float> w(n);
+        cpu->moe_route({logits.data(), nullptr, ids.data(), w.data(), T, E, K});
+        int32_t *dids = gpu->alloc_array<int32_t>(n), *doff = gpu->alloc_array<int32_t>(ne + 1);
+        int32_t *drows = gpu->alloc_array<int32_t>(n), *dslot = gpu->alloc_array<int32_t>(n);
+        float* dw = gpu->alloc_array<float>(n);
+        const ops::MoeRouteParams r{dev(logits), nullptr, dids, dw, T, E, K};
+        gpu->moe_route(r);
+        EXPECT_EQ(host(dids, n), ids) << "E=" << E << " T=" << T;
+        EXPECT_LT(rel_err(host(dw, n), w), 1e-6) << "E=" << E << " T=" << T;
+        gpu->moe_route_group(r, {dids, T, K, E, doff, drows, dslot});
+        EXPECT_EQ(host(dids, n), ids) << "E=" << E << " T=" << T << " fused";
+        // NaN logits (one, or all): every probability is NaN and the CPU takes the
+        // experts in index order; the device must agree, never select a non-expert.
+        for (bool all_nan : {false, true}) {
+            std::vector<float> nan_logits = logits;
+            for (size_t i = 0; i < nan_logits.size(); ++i)
+                if (all_nan || i % ne == 1) nan_logits[i] = NAN;
+            cpu->moe_route({nan_logits.data(), nullptr, ids.data(), w.data(), T, E, K});
+            const ops::MoeRouteParams rn{dev(nan_logits), nullptr, dids, dw, T, E, K};
+            gpu->moe_route(rn);
+            EXPECT_EQ(host(dids, n), ids) << "E=" << E << " T=" << T << " NaN logits, all " << all_nan;
+            gpu->moe_route_group(rn, {dids, T, K, E, doff, drows, dslot});
+            EXPECT_EQ(host(dids, n), ids) << "E=" << E << " T=" << T << " NaN logits, all " << all_nan << ", fused";
+            EXPECT_EQ(host(doff, ne + 1)[ne], static_cast<int32_t>(n));
+        }
+    }
 }
 
 namespace {

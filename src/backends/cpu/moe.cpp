@@ -89,6 +89,14 @@ void moe_group(Context&, const ops::MoeGroupParams& p) {
 // Each expert runs the dense matmul on its rows (gathered into the backend's buffer
 // when x_rows is given), so the numerics are the matmul's.
 void moe_matmul(Context& c, const ops::MoeMatmulParams& p) {
+    if (p.combine != nullptr) {  // the product, then the combine (ops/moe.h)
+        HF2Q_ASSERT(!p.geglu && p.combine->n_tokens == 1 && p.combine->y == p.y);
+        ops::MoeMatmulParams q = p;
+        q.combine = nullptr;
+        moe_matmul(c, q);
+        moe_combine(c, *p.combine);
+        return;
+    }
     if (p.geglu) {  // the product into the scratch, then the GEGLU op (ops/moe.h)
         HF2Q_ASSERT(p.w.n_out % 2 == 0 && p.geglu_scratch != nullptr && p.y_prep == nullptr);
         moe_matmul(c, ops::geglu_product(p));

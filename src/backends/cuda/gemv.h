@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/ggml_type.h"
+#include "ops/moe.h"
 #include "ops/types.h"
 
 namespace hf2q::cuda {
@@ -72,6 +73,12 @@ bool gemv_q8_supported(const GemvArgs& a, size_t workspace_bytes);
 // n) bytes): the prepared form of ops/prepared.h, for producers without a fused path.
 void launch_quantize_q8(const float* x, int64_t x_stride, int64_t rows, int64_t n, void* out, cudaStream_t s);
 void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* workspace, cudaStream_t s);
+// A grouped one-token product with the weighted combine of its routed rows folded in
+// (ops::MoeMatmulParams::combine; c.y is a's y): launched where the routed kernel takes
+// every routed row of an output column in one warp (the 32-value formats' short rows:
+// a decode step's down product); false, nothing launched, otherwise.
+bool launch_gemv_q8_combined(const GemvArgs& a, const ops::MoeCombineParams& c, size_t workspace_bytes,
+                             int8_t* workspace, cudaStream_t s);
 // Up to ops::MultiMatmulParams::kMax dense weights (no offsets) on the same
 // activations (a[i].x, x_stride and n_rows equal): one quantization, one launch per
 // weight type.

@@ -749,14 +749,36 @@ bool routed_launch(bool short_one_row, int64_t n_rows) {
         return !short_one_row && n_rows >= HF2Q_GEMV_ROUTED_WIDE_MIN_ROWS;
 }
 
-template <GgmlType T, int KE>
-__global__ void __launch_bounds__(kWarps * 32, kRoutedBlocks) gemv_q8_routed_kernel(GemvArgs a, Q8Input xin) {
+// One token's weighted combine of the routed rows (ops::MoeMatmulParams::combine),
+// folded into gemv_q8_routed_kernel where the launch is one block row (every routed row
+// of an output column in one warp): k slots, slot j's grouped row slot_of[j] and
+// weight weights[j]; out: the combined row. k = 0: none.
+struct RoutedCombine {
+    const int32_t* slot_of = nullptr;
+    const float* weights = nullptr;
+    float* out = nullptr;
+    int k = 0;
+};
+
+template <GgmlType T, int KE, bool kCombine>
+__global__ void __launch_bounds__(kWarps * 32, kRoutedBlocks)
+    gemv_q8_routed_kernel(GemvArgs a, Q8Input xin, RoutedCombine cb) {
     using U = Unit<T>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
     const int rb = static_cast<int>(blockIdx.y) * KE;  // < n_rows (the grid's height)
     pdl_begin();
     if (o >= a.n_out) return;  // whole warp
+    // The combine's slots, loaded with the routing (lane j < k: slot j), so the
+    // epilogue does not wait for them.
+    int slot_row = 0;
+    float slot_w = 0.0f;
+    if constexpr (kCombine) {
+        if (lane < cb.k) {
+            slot_row = cb.slot_of[lane];
+            slot_w = cb.weights[lane];
+        }
+    }
     int r[KE], ex[KE];
 #pragma unroll
     for (int k = 0; k < KE; ++k) r[k] = rb + k < a.n_rows ? rb + k : rb;  // past the end: never stored
@@ -781,6 +803,17 @@ __global__ void __launch_bounds__(kWarps * 32, kRoutedBlocks) gemv_q8_routed_ker
     int idx = 0;
     const float sum = reduce_scatter<KE>(acc, lane, idx);
     if (lane % (32 / KE) == 0 && rb + idx < a.n_rows) a.y[static_cast<int64_t>(rb + idx) * a.y_stride + o] = sum;
+    if constexpr (kCombine) {
+        // Routed row r's sum is on lane r · 32 / KE (reduce_scatter). Slots in order,
+        // each a multiply-add into the sum: moe_combine's and residual_norms' order.
+        float c = 0.0f;
+        for (int j = 0; j < cb.k; ++j) {
+            const int r = __shfl_sync(0xffffffffu, slot_row, j);
+            const float w = __shfl_sync(0xffffffffu, slot_w, j);
+            c += w * __shfl_sync(0xffffffffu, sum, r * (32 / KE));
+        }
+        if (lane == 0) cb.out[o] = c;
+    }
 }
 
 // ---- Q6_K rows in planes (ops::WeightView::decode_layout) --------------------------
@@ -1014,13 +1047,21 @@ unsigned place_segments(Segments& g, int64_t rows_per_block) {
 // gemv_q8_routed_kernel over a's routed rows (routed_launch): one warp an output row,
 // kRoutedRows<T> routed rows a block row.
 template <GgmlType T>
-void launch_routed(const GemvArgs& a, const Q8Input& xq, cudaStream_t s) {
+void launch_routed(const GemvArgs& a, const Q8Input& xq, cudaStream_t s, const RoutedCombine& cb = {}) {
     if constexpr (kRoutedRows<T> > 0) {
         constexpr int KE = kRoutedRows<T>;
         const dim3 grid(static_cast<unsigned>((a.n_out + kWarps - 1) / kWarps),
                         static_cast<unsigned>((a.n_rows + KE - 1) / KE));
         HF2Q_ASSERT(a.n_rows <= a.n_experts && grid.y <= 65535);  // single rows: int offsets
-        launch(gemv_q8_routed_kernel<T, KE>, grid, kWarps * 32, 0, s, a, xq);
+        if constexpr (kRoutedRows<T> == kRoutedShort) {
+            if (cb.out != nullptr) {
+                HF2Q_ASSERT(grid.y == 1 && cb.k == a.n_rows);
+                launch(gemv_q8_routed_kernel<T, KE, true>, grid, kWarps * 32, 0, s, a, xq, cb);
+                return;
+            }
+        }
+        HF2Q_ASSERT(cb.out == nullptr);
+        launch(gemv_q8_routed_kernel<T, KE, false>, grid, kWarps * 32, 0, s, a, xq, cb);
     }
 }
 
@@ -1068,6 +1109,30 @@ void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* works
     g.a[0] = a;
     g.n = 1;
     launch_segments(g, max_active_experts, xq, s);
+}
+
+bool launch_gemv_q8_combined(const GemvArgs& a, const ops::MoeCombineParams& c, size_t workspace_bytes,
+                             int8_t* workspace, cudaStream_t s) {
+    if (a.n_out <= 0 || a.n_rows <= 0 || a.offsets == nullptr || c.n_tokens != 1 || c.k != a.n_rows ||
+        c.n != a.n_out || !gemv_q8_supported(a, workspace_bytes))
+        return false;
+    bool launched = false;
+    dispatch_q8_type(a.type, [&]<GgmlType T>() {
+        // The routed kernel's one-row launch of short rows (launch_segments' choice),
+        // every routed row in one block row.
+        if constexpr (kRoutedRows<T> == kRoutedShort) {
+            Segments g;
+            g.a[0] = a;
+            g.n = 1;
+            if (!single_rows(a) || !short_rows<T>(g) || !routed_launch<T>(true, a.n_rows) || a.n_rows > kRoutedShort)
+                return;
+            const Q8Input xq = quantize_activations(a, workspace, s);
+            launch_routed<T>(a, xq, s, RoutedCombine{c.slot_of, c.weights, c.out, static_cast<int>(c.k)});
+            HF2Q_CUDA_LAUNCH_CHECK();
+            launched = true;
+        }
+    });
+    return launched;
 }
 
 namespace {

@@ -57,10 +57,35 @@ static_assert(kFusedMaxPairs <= 32 * kGroupWarps, "a counting warp per 32 pairs"
 // expert (32 blocks: one warp per SM, the row in three dependent rounds) was slower
 // than the two kernels (tg128 357 -> 349).
 constexpr int kRouterThreads = 128;
+// Whether the fused router kernel routes with every thread of its last block
+// (route_token_ranked) rather than one warp per token. A compile definition for A/Bs.
+#ifndef HF2Q_ROUTE_RANKED
+#define HF2Q_ROUTE_RANKED 1
+#endif
 constexpr int kRouterWarps = kRouterThreads / 32;
 constexpr int kRouterCols = 6;
 constexpr int64_t kRouterMaxTokens = 4;
 constexpr int64_t kRouterMaxPairs = 32 * kRouterWarps;
+
+// The softmax's largest logit and denominator of one token's logits lg, by a whole
+// warp: lane l holds experts l, l + 32, ... in v. Shared by both routings below, so
+// their weights are the same bits.
+__device__ __forceinline__ void softmax_max_sum(const float* lg, int64_t n_experts, int lane,
+                                                float (&v)[kMaxExpertsPerLane], float& mx, float& sum) {
+    mx = -FLT_MAX;
+#pragma unroll
+    for (int j = 0; j < kMaxExpertsPerLane; ++j) {
+        const int64_t e = lane + 32 * j;
+        v[j] = e < n_experts ? lg[e] : -FLT_MAX;
+        mx = fmaxf(mx, v[j]);
+    }
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxExpertsPerLane; ++j)
+        if (lane + 32 * j < n_experts) sum += expf(v[j] - mx);
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+}
 
 // Routes token t with one warp (every lane calls it, lane = threadIdx.x % 32): the
 // lanes hold the expert logits (expert e on lane e % 32), softmax in f32 with warp
@@ -73,25 +98,24 @@ constexpr int64_t kRouterMaxPairs = 32 * kRouterWarps;
 __device__ __forceinline__ int32_t route_token(const ops::MoeRouteParams& p, int64_t t, int lane) {
     const float* lg = p.logits + t * p.n_experts;
     float v[kMaxExpertsPerLane];
-    float mx = -FLT_MAX;
+    float mx, sum;
+    softmax_max_sum(lg, p.n_experts, lane, v, mx, sum);
+    // A NaN or +inf logit makes every probability NaN; the CPU's selection then takes
+    // the experts in index order. Equal keys do the same here (ties take the lower
+    // index), where NaN compares would leave the lanes disagreeing on the arg-max.
+    if (!isfinite(sum)) {
 #pragma unroll
-    for (int j = 0; j < kMaxExpertsPerLane; ++j) {
-        const int64_t e = lane + 32 * j;
-        v[j] = e < p.n_experts ? lg[e] : -FLT_MAX;
-        mx = fmaxf(mx, v[j]);
+        for (int j = 0; j < kMaxExpertsPerLane; ++j) v[j] = 0.0f;
     }
-    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxExpertsPerLane; ++j)
-        if (lane + 32 * j < p.n_experts) sum += expf(v[j] - mx);
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 
     unsigned taken = 0;  // bit j: expert lane + 32·j already selected
     int32_t my_id = -1;
     float my_prob = 0.0f, sel_sum = 0.0f;
     for (int64_t k = 0; k < p.k; ++k) {
-        float bv = -FLT_MAX;
+        // A lane without a candidate holds (-inf, 0x7fffffff): an expert's -inf logit
+        // ties with it and wins by index, so it never selects expert 0x7fffffff (with
+        // -FLT_MAX here, -inf logits did, and group_pairs indexed shared memory by it).
+        float bv = -INFINITY;
         int32_t bi = 0x7fffffff;
 #pragma unroll
         for (int j = 0; j < kMaxExpertsPerLane; ++j) {
@@ -124,6 +148,63 @@ __device__ __forceinline__ int32_t route_token(const ops::MoeRouteParams& p, int
         p.weights[t * p.k + lane] = w;
     }
     return my_id;
+}
+
+// Routes token t (logits lg in shared memory, every one finite) with every thread of
+// the block: thread e (and e + blockDim.x, ...) counts the experts ranked before it (a
+// larger logit, or an equal one of lower index), which is the round in which
+// route_token's arg-max picks it, so the k selections come from one pass of
+// independent compares instead of k dependent rounds of shuffles on one warp (ncu,
+// the 26B-A4B's router kernel: about 1,700 instructions of one warp for one token).
+// The block's first warp then weighs them with route_token's operations in its order
+// (the same bits). Non-finite logits take route_token, whose sentinel order this does
+// not copy. sel: kMaxTopK ints of shared memory; ids as in route_then_group. Ends on a
+// block barrier (sel serves the next token). Only the router kernel's last block uses
+// it: E² compares a token cost the grouped kernel's 5-32 tokens more than the warps'
+// rounds (session 29: 8 × tg128 −0.7 %).
+__device__ __forceinline__ void route_token_ranked(const ops::MoeRouteParams& p, int64_t t, const float* lg,
+                                                   int32_t* sel, int32_t* ids) {
+    const int lane = threadIdx.x % 32;
+    const int n_experts = static_cast<int>(p.n_experts);  // ≤ kMaxGroupExperts
+    for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
+        const float v = lg[e];
+        int before = 0;  // 32-bit counters: about three instructions an expert
+#pragma unroll 8
+        for (int i = 0; i < e; ++i) before += lg[i] >= v ? 1 : 0;
+#pragma unroll 8
+        for (int i = e + 1; i < n_experts; ++i) before += lg[i] > v ? 1 : 0;
+        if (before < p.k) sel[before] = e;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v[kMaxExpertsPerLane];
+        float mx, sum;
+        softmax_max_sum(lg, p.n_experts, lane, v, mx, sum);
+        int32_t id = -1;
+        float prob = 0.0f;
+        if (lane < p.k) {
+            id = sel[lane];
+            prob = expf(lg[id] - mx) / sum;
+        }
+        float sel_sum = 0.0f;
+        for (int64_t k = 0; k < p.k; ++k) sel_sum += __shfl_sync(0xffffffffu, prob, static_cast<int>(k));
+        if (lane < p.k) {
+            float w = prob / sel_sum;
+            if (p.expert_scale) w *= p.expert_scale[id];
+            p.ids[t * p.k + lane] = id;
+            p.weights[t * p.k + lane] = w;
+            ids[t * p.k + lane] = id;
+        }
+    }
+    __syncthreads();
+}
+
+// Whether every one of n values in shared memory is finite, by every thread of the
+// block (a block barrier).
+__device__ __forceinline__ bool all_finite(const float* v, int64_t n) {
+    bool finite = true;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) finite = finite && isfinite(v[i]);
+    return __syncthreads_and(finite) != 0;
 }
 
 // One warp per token (a few per block).
@@ -344,7 +425,14 @@ __global__ void __launch_bounds__(kRouterThreads)
     ops::MoeRouteParams rs = r;
     rs.logits = smem;
     __shared__ int32_t ids[kRouterMaxPairs];
-    route_then_group(rs, g, ids, n_warps, reinterpret_cast<int32_t*>(smem + n_logits));
+    __shared__ int32_t sel[kMaxTopK];
+    int32_t* cnt = reinterpret_cast<int32_t*>(smem + n_logits);
+    if (HF2Q_ROUTE_RANKED && all_finite(smem, n_logits)) {
+        for (int64_t t = 0; t < r.n_tokens; ++t) route_token_ranked(rs, t, smem + t * r.n_experts, sel, ids);
+        group_pairs(g, ids, n_warps, cnt);
+    } else {
+        route_then_group(rs, g, ids, n_warps, cnt);
+    }
 }
 
 __global__ void moe_combine_kernel(ops::MoeCombineParams p) {
@@ -453,7 +541,38 @@ bool moe_matmul_uses_gemm(const ops::MoeMatmulParams& p, const MatmulEnv& env) {
            (p.host_offsets != nullptr || p.n_rows >= kTileMinRows);
 }
 
+namespace {
+
+// The grouped GEMV's arguments for p (the integer or the f32 one, launch_any_gemv).
+GemvArgs moe_gemv_args(const ops::MoeMatmulParams& p) {
+    GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
+    a.expert_bytes = p.expert_bytes;
+    a.x_rows = p.x_rows;
+    a.offsets = p.offsets;
+    a.n_experts = p.n_experts;
+    a.n_rows = p.n_rows;
+    a.x_prep = p.x_prep;
+    a.x_n_rows = p.x_n_rows;
+    return a;
+}
+
+}  // namespace
+
 void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
+    if (p.combine != nullptr) {  // ops/moe.h: the product, then one token's combine
+        HF2Q_ASSERT(!p.geglu && p.combine->n_tokens == 1 && p.combine->y == p.y);
+        ops::MoeMatmulParams q = p;
+        q.combine = nullptr;
+        // Folded into the routed GEMV where it takes the product (a decode step's down
+        // product): the combine's kernel, and residual_norms' loads of the 8 expert
+        // rows after it, leave the experts' chain.
+        if (q.n_rows > 0 && q.w.n_out > 0 && !moe_matmul_uses_gemm(q, env) && env.precision == MatmulPrecision::bf16 &&
+            launch_gemv_q8_combined(moe_gemv_args(q), *p.combine, env.ws->q8_bytes, env.ws->q8, s))
+            return;
+        launch_moe_matmul(q, env, s);
+        launch_moe_combine(*p.combine, s);
+        return;
+    }
     if (p.n_rows <= 0 || p.w.n_out <= 0) return;
     HF2Q_ASSERT(!p.geglu || (p.w.n_out % 2 == 0 && p.geglu_scratch != nullptr));
     const ExpertLoad load = p.host_offsets ? expert_load(p.host_offsets, p.n_experts) : ExpertLoad{};
@@ -476,15 +595,7 @@ void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream
         gemm_bf16_grouped(p, *env.ws, env.cublas, s);
         return;
     }
-    GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
-    a.expert_bytes = p.expert_bytes;
-    a.x_rows = p.x_rows;
-    a.offsets = p.offsets;
-    a.n_experts = p.n_experts;
-    a.n_rows = p.n_rows;
-    a.x_prep = p.x_prep;
-    a.x_n_rows = p.x_n_rows;
-    launch_any_gemv(a, std::min(p.n_rows, p.n_experts), env, s);
+    launch_any_gemv(moe_gemv_args(p), std::min(p.n_rows, p.n_experts), env, s);
 }
 
 }  // namespace hf2q::cuda

@@ -240,7 +240,8 @@ void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out
 // ⊙ router scale, / √H: router_in), softmax top-k with per-expert scales; each
 // expert runs on the rows routed to it (input moe_in = rmsnorm(x; pre_ffw_norm_2),
 // both from mlp_inputs), and every token sums its k weighted expert outputs in
-// slot order (the returned combine, run by feed_forward's residual_norms). The
+// slot order (the returned combine, run by feed_forward's residual_norms; for one
+// token the down product's combine epilogue writes `out` and nothing is returned). The
 // grouping by expert stays in backend memory; only large batches on a device backend
 // read the group offsets on the host (one synchronisation per layer) to size
 // tensor-core launches.
@@ -316,7 +317,6 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
         eg.out_prep = ge_prep;
         be_.geglu(eg);
     }
-    be_.moe_matmul(params(l.down_exps, nullptr, ge_, ye_, H, ge_prep));
     ops::MoeCombineParams cb;
     cb.y = ye_;
     cb.y_stride = H;
@@ -327,6 +327,15 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     cb.n_tokens = T;
     cb.k = K;
     cb.n = H;
+    ops::MoeMatmulParams down = params(l.down_exps, nullptr, ge_, ye_, H, ge_prep);
+    if (T == 1) {
+        // One token: the combine goes with the down product (a device backend folds it
+        // in), so residual_norms reads the combined row instead of gathering K rows.
+        down.combine = &cb;
+        be_.moe_matmul(down);
+        return std::nullopt;
+    }
+    be_.moe_matmul(down);
     return cb;
 }
 
