@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/error.h"
 #include "ops/activation.h"
 #include "ops/matmul.h"
 #include "ops/prepared.h"
@@ -155,5 +156,15 @@ struct MoeCombineParams {
     int64_t k = 0;
     int64_t n = 0;
 };
+
+// The product a combine-epilogue product means (MoeMatmulParams::combine), for
+// backends that run it unfused or where their fused kernel does not apply: p
+// without its combine, which the caller then runs with moe_combine.
+inline MoeMatmulParams combine_product(const MoeMatmulParams& p) {
+    HF2Q_ASSERT(p.combine != nullptr && !p.geglu && p.combine->n_tokens == 1 && p.combine->y == p.y);
+    MoeMatmulParams q = p;
+    q.combine = nullptr;
+    return q;
+}
 
 }  // namespace hf2q::ops

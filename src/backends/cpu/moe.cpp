@@ -90,10 +90,7 @@ void moe_group(Context&, const ops::MoeGroupParams& p) {
 // when x_rows is given), so the numerics are the matmul's.
 void moe_matmul(Context& c, const ops::MoeMatmulParams& p) {
     if (p.combine != nullptr) {  // the product, then the combine (ops/moe.h)
-        HF2Q_ASSERT(!p.geglu && p.combine->n_tokens == 1 && p.combine->y == p.y);
-        ops::MoeMatmulParams q = p;
-        q.combine = nullptr;
-        moe_matmul(c, q);
+        moe_matmul(c, ops::combine_product(p));
         moe_combine(c, *p.combine);
         return;
     }

@@ -595,13 +595,12 @@ GemvArgs moe_gemv_args(const ops::MoeMatmulParams& p) {
 
 void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.combine != nullptr) {  // ops/moe.h: the product, then one token's combine
-        HF2Q_ASSERT(!p.geglu && p.combine->n_tokens == 1 && p.combine->y == p.y);
-        ops::MoeMatmulParams q = p;
-        q.combine = nullptr;
+        const ops::MoeMatmulParams q = ops::combine_product(p);
         // Folded into the routed GEMV where it takes the product (a decode step's down
         // product): the combine's kernel, and residual_norms' loads of the 8 expert
-        // rows after it, leave the experts' chain.
-        if (q.n_rows > 0 && q.w.n_out > 0 && !moe_matmul_uses_gemm(q, env) && env.precision == MatmulPrecision::bf16 &&
+        // rows after it, leave the experts' chain. launch_gemv_q8_combined rejects
+        // empty products and the shapes its kernel does not take.
+        if (!moe_matmul_uses_gemm(q, env) && env.precision == MatmulPrecision::bf16 &&
             launch_gemv_q8_combined(moe_gemv_args(q), *p.combine, env.ws->q8_bytes, env.ws->q8, s))
             return;
         launch_moe_matmul(q, env, s);
