@@ -144,9 +144,11 @@ TEST_F(CudaOps, RmsNormWithWeightAndResidual) {
 // residual_norms on the device (one kernel for rows of a multiple of 4 up to 8192
 // values on 16-byte boundaries, else the rms_norm sequence) against the CPU's
 // sequence: one and two branches, 0 or 3 outputs (one without weight, one scaled),
-// the layer scalar, and a misaligned case.
+// the layer scalar, and a misaligned case. 256 and 2,816 values fill every thread's
+// slots (the kernel without slot checks); 2,880 leaves the last threads' second slot
+// empty (384 threads for 720 value groups).
 TEST_F(CudaOps, ResidualNormsMatchCpu) {
-    for (int64_t n : {6, 256, 2816, 8192, 8196}) {
+    for (int64_t n : {6, 256, 2816, 2880, 8192, 8196}) {
         for (int64_t rows : {1, 3, 64, 65}) {
             for (int branches = 1; branches <= 2; ++branches) {
                 for (int n_out : {0, 1, 3}) {
@@ -215,11 +217,12 @@ TEST_F(CudaOps, ResidualNormsMatchCpu) {
 
 // residual_norms with the experts' combine as its second branch (MoE layers), on
 // the device (fused; its combine loads the experts in chunks of 8 or 2: K = 11
-// crosses chunks, rows above 64 and n = 8192 take the kernel without early weights)
-// and through the CPU's op sequence (n = 8196).
+// crosses chunks, rows above 64 and n = 8192 take the kernel without early weights;
+// 2,880 values leave some threads' second slot empty) and through the CPU's op
+// sequence (n = 8196).
 TEST_F(CudaOps, ResidualNormsWithCombineMatchCpu) {
     for (int64_t K : {1, 4, 8, 11}) {
-        for (int64_t n : {256, 2816, 8192, 8196}) {
+        for (int64_t n : {256, 2816, 2880, 8192, 8196}) {
             for (int64_t rows : {1, 5, 64, 65}) {
                 const size_t rn = static_cast<size_t>(rows * n);
                 const auto x = randn(rn, 2.0f), b0 = randn(rn, 5.0f), y = randn(rn * K);

@@ -108,6 +108,13 @@ __device__ __forceinline__ int64_t row_slot(int k) {
 __device__ __forceinline__ float4 load4(const float* base, int64_t i) {
     return reinterpret_cast<const float4*>(base)[i];
 }
+// Whether row slot k holds values of a row of n4 float4 groups. kFull: the block was
+// sized so that every slot does (n4 = kRowVecs · blockDim.x), and the check, with the
+// branch around each guarded load and store, leaves the code.
+template <bool kFull>
+__device__ __forceinline__ bool in_row(int k, int64_t n4) {
+    return kFull || row_slot(k) < n4;
+}
 
 __global__ void rms_norm_row_kernel(ops::RmsNormParams p) {
     pdl_begin();
@@ -185,7 +192,7 @@ __device__ __forceinline__ float4 map4(float4 a, float4 b, F f) {
 // where it is used.
 enum NormWeightSlot { kW0, kW1, kSumW, kOutW };
 
-template <bool kEarly>
+template <bool kEarly, bool kFull>
 struct NormWeights {
     static constexpr int kSlots = kOutW + ops::ResidualNormsParams::kMaxOut;
     const float* w[kSlots];
@@ -203,7 +210,7 @@ struct NormWeights {
             for (int s = 0; s < kSlots; ++s) {
 #pragma unroll
                 for (int k = 0; k < kRowVecs; ++k)
-                    if (w[s] != nullptr && row_slot(k) < n4) v[s][k] = load4(w[s], row_slot(k));
+                    if (w[s] != nullptr && in_row<kFull>(k, n4)) v[s][k] = load4(w[s], row_slot(k));
             }
         }
     }
@@ -223,7 +230,7 @@ struct NormWeights {
 // chunk of kChunk experts, all weights and slots are loaded first, then all y rows:
 // two dependent memory latencies per chunk, where a loop over j, whose count is
 // known only at run time, waits for both per expert.
-template <int kChunk>
+template <int kChunk, bool kFull>
 __device__ __forceinline__ void combine_rows(const ops::MoeCombineParams& c, int64_t r, int64_t n4,
                                              float4 (&b1)[kRowVecs]) {
 #pragma unroll
@@ -245,14 +252,14 @@ __device__ __forceinline__ void combine_rows(const ops::MoeCombineParams& c, int
             if (j >= m) break;
 #pragma unroll
             for (int k = 0; k < kRowVecs; ++k)
-                if (row_slot(k) < n4) yv[j][k] = load4(yj[j], row_slot(k));
+                if (in_row<kFull>(k, n4)) yv[j][k] = load4(yj[j], row_slot(k));
         }
 #pragma unroll
         for (int j = 0; j < kChunk; ++j) {
             if (j >= m) break;
 #pragma unroll
             for (int k = 0; k < kRowVecs; ++k) {
-                if (row_slot(k) >= n4) continue;
+                if (!in_row<kFull>(k, n4)) continue;
                 const float w = wj[j];
                 const float4 y = yv[j][k], a = b1[k];
                 b1[k] = make_float4(a.x + w * y.x, a.y + w * y.y, a.z + w * y.z, a.w + w * y.w);
@@ -270,6 +277,14 @@ constexpr int kEarlyMaxThreads = 384;
 // at a prompt's thousands of rows the late kernel's three blocks per SM hide the
 // latencies better.
 constexpr int64_t kEarlyMaxRows = 64;
+// Rows that fill every thread's kRowVecs slots (the 26B-A4B's 2,816 values on 352
+// threads, the E4B's 2,560 on 320) take residual_norms_kernel<true, true>, without
+// the per-slot checks: ncu (session 29) had the one-row kernel at 1,198 instructions
+// a warp, about 11 cycles apart, many of them the checks and the branches around
+// each guarded load. A compile definition for the A/B (0: every row checks).
+#ifndef HF2Q_RESIDUAL_NORMS_FULL
+#define HF2Q_RESIDUAL_NORMS_FULL 1
+#endif
 
 // Experts per chunk of combine_rows: Gemma 4's top 8 at once in the early kernel;
 // 2 in the late one, whose 1024 threads have 64 registers each (chunks of 4 spill).
@@ -284,11 +299,11 @@ constexpr int kCombineChunk = kEarly ? 8 : 2;
 // consecutive threads hold a 32-value block (blockDim is a multiple of 32). With
 // c.k > 0 (p.combine), b1 is the experts' weighted combine (combine_rows). kEarly:
 // the norm weights are loaded before the wait (NormWeights).
-template <bool kEarly>
+template <bool kEarly, bool kFull>
 __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
     residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombineParams c) {
     const int64_t r = blockIdx.x, n4 = p.n / 4;
-    const NormWeights<kEarly> nw(p, n4);
+    const NormWeights<kEarly, kFull> nw(p, n4);
     pdl_begin();
     __shared__ float2 shared[32];
     auto at = [&](const float* base, int64_t i) { return load4(base + r * p.n, i); };
@@ -297,16 +312,16 @@ __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
         const int64_t i = row_slot(k);
-        if (i >= n4) continue;
+        if (!in_row<kFull>(k, n4)) continue;
         h[k] = at(p.b[0], i);
         x[k] = at(p.x, i);
         if (two && !combine) b1[k] = at(p.b[1], i);
     }
-    if (combine) combine_rows<kCombineChunk<kEarly>>(c, r, n4, b1);
+    if (combine) combine_rows<kCombineChunk<kEarly>, kFull>(c, r, n4, b1);
     float2 ss = make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
-        if (row_slot(k) >= n4) continue;
+        if (!in_row<kFull>(k, n4)) continue;
         ss.x += sum_sq(h[k]);
         if (two) ss.y += sum_sq(b1[k]);
     }
@@ -317,7 +332,7 @@ __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
         const int64_t i = row_slot(k);
-        if (i >= n4) continue;
+        if (!in_row<kFull>(k, n4)) continue;
         h[k] = map4(h[k], nw.at(kW0, k, i), normed(inv0));
         if (two) {
             h[k] = map4(h[k], map4(b1[k], nw.at(kW1, k, i), normed(inv1)),
@@ -332,7 +347,7 @@ __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
 #pragma unroll
     for (int k = 0; k < kRowVecs; ++k) {
         const int64_t i = row_slot(k);
-        if (i >= n4) continue;
+        if (!in_row<kFull>(k, n4)) continue;
         const float4 hk = two ? map4(h[k], nw.at(kSumW, k, i), normed(invh)) : h[k];
         x[k] = map4(x[k], hk, [&](float a, float v) {
             const float s = __fadd_rn(a, v);
@@ -354,7 +369,7 @@ __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
 #pragma unroll
         for (int k = 0; k < kRowVecs; ++k) {
             const int64_t i = row_slot(k);
-            const bool in = i < n4;
+            const bool in = in_row<kFull>(k, n4);
             float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (in) {
                 const float4 wk = has_w ? nw.at(kOutW + j, k, i) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
@@ -558,10 +573,13 @@ bool launch_residual_norms(const ops::ResidualNormsParams& p, cudaStream_t s) {
     if (p.rows <= 0) return true;
     const int threads = row_threads(n4);
     const ops::MoeCombineParams c = p.combine ? *p.combine : ops::MoeCombineParams{};
-    if (threads <= kEarlyMaxThreads && p.rows <= kEarlyMaxRows)
-        launch(residual_norms_kernel<true>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
+    const bool early = threads <= kEarlyMaxThreads && p.rows <= kEarlyMaxRows;
+    if (early && HF2Q_RESIDUAL_NORMS_FULL && n4 == int64_t{kRowVecs} * threads)
+        launch(residual_norms_kernel<true, true>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
+    else if (early)
+        launch(residual_norms_kernel<true, false>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
     else
-        launch(residual_norms_kernel<false>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
+        launch(residual_norms_kernel<false, false>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
     HF2Q_CUDA_LAUNCH_CHECK();
     return true;
 }
