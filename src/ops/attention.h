@@ -65,6 +65,12 @@ struct AttentionParams {
     // when unknown. Only sizes the work (device backends split the key range by it);
     // a result never depends on it beyond rounding, and a wrong bound stays correct.
     int64_t max_keys = 0;
+    // Host-side promise, given for batches in which every sequence has one token
+    // (decode): the keys before each token's position were stored by earlier batches,
+    // so only the key at pos[t] comes from this batch's own KV store. A device backend
+    // may then fetch the earlier keys before that store has finished (CUDA: before the
+    // wait on the previous kernel). false promises nothing; results never depend on it.
+    bool earlier_keys_stored = false;
     KvType kv_type = KvType::f32;  // element type of k_pool and v_pool
     // Optional, in batches the prepared contract allows: out's rows (n_tokens rows of
     // n_heads·head_dim values) also in the backend's prepared form (ops/prepared.h).

@@ -262,6 +262,7 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
     b.out_rows = step_row<int32_t>(d_step_, kOutRows);
     b.n_out = n_out;
     b.max_keys = max_keys;  // sizes the attention work (keys 0 .. max position)
+    b.one_token_per_sequence = seqs.size() == T;
     return b;
 }
 

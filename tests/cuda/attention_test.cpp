@@ -572,6 +572,46 @@ TEST_P(CudaAttentionKv, DecodeWithKeyBound) {
             }
 }
 
+// Decode with the host's promise that every key before pos[t] was stored by an
+// earlier batch (ops::AttentionParams::earlier_keys_stored): the split kernel then
+// fetches a block's first chunk before its wait on the previous kernel, the key at
+// pos after it. The same values reach the same arithmetic, so the output must be the
+// promise-free run's bit for bit: positions at chunk edges (the key at pos first,
+// last or alone in its chunk), key bounds that give one split and many, and a batch
+// of sequences whose splits are partly empty. (That the key at pos really is read
+// after the wait is what the model's decode tests check: their steps store it in the
+// kernel just before.)
+TEST_P(CudaAttentionKv, DecodeWithEarlierKeysStored) {
+    const std::vector<std::vector<Seq>> batches = {
+        {{1, 1}},   {{2, 1}},    {{32, 1}},   {{33, 1}}, {{64, 1}},
+        {{65, 1}},  {{778, 1}},  {{3000, 1}}, {{5, 1}, {300, 1}, {1500, 1}, {40, 1}, {2048, 1}, {17, 1}, {33, 1}},
+    };
+    for (int64_t D : {256, 512})
+        for (bool sliding : {true, false})
+            for (const auto& seqs : batches) {
+                const Case c = decode_layer(D, sliding, seqs);
+                const KvSetup s = build(c, rng);
+                std::vector<float> ref;
+                Bound b = bind(c, s, ref);
+                cpu->attention(b.host);
+                const int64_t exact = c.exact_max_keys();
+                for (int64_t bound : {int64_t{0}, gemma4::Forward::key_bucket(exact)}) {
+                    b.device.max_keys = bound;
+                    std::vector<float> out[2];
+                    for (int promise = 0; promise < 2; ++promise) {
+                        b.device.earlier_keys_stored = promise == 1;
+                        gpu->fill_zero(b.dout, s.q.size() * sizeof(float));
+                        gpu->attention(b.device);
+                        out[promise] = download(b.dout, s.q.size());
+                    }
+                    ASSERT_EQ(out[0].size(), out[1].size());
+                    EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)))
+                        << c.label() << " bound=" << bound;
+                    EXPECT_LE(rel_err(out[1], ref), split_mma(c) ? kTensorCoreTol : kF32Tol) << c.label();
+                }
+            }
+}
+
 // Head sizes without a fast kernel run the generic f32 kernel.
 TEST_P(CudaAttentionKv, OtherHeadSizesUseGenericKernel) {
     for (int64_t D : {8, 32, 96, 160})

@@ -143,10 +143,33 @@ __device__ __forceinline__ void k_quad_f16(const KV* r, uint32_t& lo, uint32_t& 
     }
 }
 
+// Whether a block fetches its first chunk before the wait on the previous kernel
+// (split_item's `early`): given the host's promise that the keys before pos[t] are
+// from earlier batches (decode), without the tile plan's flags (written by a kernel of
+// this launch) and without i8 row scales (the scale of the key at pos is this batch's).
+// Everything read before the wait was written two or more kernels back: the PDL
+// chain lets a kernel start only once its predecessor has passed its own wait, that
+// is, once every kernel before the predecessor has finished (common.cuh).
+// A compile definition for the A/B (0: every block fetches after the wait).
+#ifndef HF2Q_SPLIT_FETCH_EARLY
+#define HF2Q_SPLIT_FETCH_EARLY 1
+#endif
+template <class KV>
+__device__ __forceinline__ bool split_fetch_early(const ops::AttentionParams& p, const int* handled) {
+    return HF2Q_SPLIT_FETCH_EARLY && p.earlier_keys_stored && handled == nullptr && !kv_scaled<KV>;
+}
+
 // One (token, head group, split) work item; the caller synchronises between items.
+// early (split_fetch_early, the block's first item): the block looks up its first
+// chunk's pool offsets and copies all of its keys but the one at pos before
+// pdl_begin(), which this function then calls; that key (the previous kernel's store)
+// follows after the wait. Those lookups and copies were the split's first two
+// dependent memory latencies after the wait. The same values reach shared memory
+// either way, so the results are the same bits.
 template <int D, int HB, class KV, bool MMA>
 __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_t t, int n_split,
-                                           float* __restrict__ part, float scale_log2, unsigned char* smem) {
+                                           float* __restrict__ part, float scale_log2, unsigned char* smem,
+                                           bool early) {
     static_assert(!MMA || split_mma_ok<D, KV>(), "no MMA score phase for this shape");
     using S = SplitShape<D, KV>;
     constexpr int CK = S::kKeys, DP = S::kParts, JP = S::kVPhases, KLD = S::kKLd, NT = S::kThreads;
@@ -189,6 +212,50 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     auto row_scale = [&](const float* sc, int64_t off) { return off >= 0 ? sc[off / D] : 0.0f; };
 
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+
+    // Pool offset of row r of chunk c (this KV head), or -1 past pos.
+    auto key_offset = [&](int c, int r) -> int64_t {
+        const int32_t j = lo + c * CK + r;
+        if (c >= c_end || j > pos) return -1;
+        return (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * kv_row + kvh * D;
+    };
+    // Copies 16-byte piece u of chunk c's rows into buffer b (koff slot b); keys past
+    // pos become zeros.
+    auto issue_piece = [&](int b, int u) {
+        const int r = u / (D / VEC), col = (u % (D / VEC)) * VEC;
+        const int64_t off = koff[b * CK + r];
+        const bool ok = off >= 0;
+        cp_async16(ks + (b * CK + r) * KLD + col, k_pool + (ok ? off + col : 0), ok ? 16 : 0);
+        cp_async16(vs + (b * CK + r) * D + col, v_pool + (ok ? off + col : 0), ok ? 16 : 0);
+    };
+    // Copies chunk c into buffer b, but for row `skip` (-1: none).
+    auto issue = [&](int b, int skip) {
+#pragma unroll
+        for (int u = tid; u < CK * D / VEC; u += NT)
+            if (u / (D / VEC) != skip) issue_piece(b, u);
+    };
+    // Looks up the pool offsets (and i8 row scales) of the first two chunks.
+    auto first_offsets = [&] {
+        if (tid < CK) {
+            koff[tid] = key_offset(c_begin, tid);
+            koff[CK + tid] = key_offset(c_begin + 1, tid);
+            if constexpr (kv_scaled<KV>) {
+                ksc[tid] = row_scale(p.k_scale, koff[tid]);
+                vsc[tid] = row_scale(p.v_scale, koff[tid]);
+                ksc[CK + tid] = row_scale(p.k_scale, koff[CK + tid]);
+                vsc[CK + tid] = row_scale(p.v_scale, koff[CK + tid]);
+            }
+        }
+    };
+    // The row of the key at pos when it lies in the first chunk (-1: it does not).
+    const int pos_row = c_begin < c_end && c_begin == n_chunks - 1 ? pos - lo - c_begin * CK : -1;
+    if (early) {
+        first_offsets();
+        __syncthreads();
+        if (c_begin < c_end) issue(0, pos_row);
+        pdl_begin();
+    }
+
     if constexpr (!MMA) {
         for (int u = tid; u < HB * D / 4; u += NT) {
             const int hh = u / (D / 4), c = (u % (D / 4)) * 4;
@@ -212,46 +279,23 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         l_s[tid] = 0.0f;
     }
 
-    // Pool offset of row r of chunk c (this KV head), or -1 past pos.
-    auto key_offset = [&](int c, int r) -> int64_t {
-        const int32_t j = lo + c * CK + r;
-        if (c >= c_end || j > pos) return -1;
-        return (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * kv_row + kvh * D;
-    };
-    // Copies chunk c into buffer b (koff slot b); keys past pos become zeros.
-    auto issue = [&](int b) {
-#pragma unroll
-        for (int u = tid; u < CK * D / VEC; u += NT) {
-            const int r = u / (D / VEC), col = (u % (D / VEC)) * VEC;
-            const int64_t off = koff[b * CK + r];
-            const bool ok = off >= 0;
-            cp_async16(ks + (b * CK + r) * KLD + col, k_pool + (ok ? off + col : 0), ok ? 16 : 0);
-            cp_async16(vs + (b * CK + r) * D + col, v_pool + (ok ? off + col : 0), ok ? 16 : 0);
-        }
-    };
-
     // P·V thread layout: 4 columns d4·4 .. d4·4 + 3, keys jp, jp + JP, ...
     const int d4 = tid % (D / 4), jp = tid / (D / 4);
     float4 acc[HB];
 #pragma unroll
     for (int hh = 0; hh < HB; ++hh) acc[hh] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
-    if (tid < CK) {
-        koff[tid] = key_offset(c_begin, tid);
-        koff[CK + tid] = key_offset(c_begin + 1, tid);
-        if constexpr (kv_scaled<KV>) {
-            ksc[tid] = row_scale(p.k_scale, koff[tid]);
-            vsc[tid] = row_scale(p.v_scale, koff[tid]);
-            ksc[CK + tid] = row_scale(p.k_scale, koff[CK + tid]);
-            vsc[CK + tid] = row_scale(p.v_scale, koff[CK + tid]);
-        }
+    if (!early) {
+        first_offsets();
+        __syncthreads();
+        if (c_begin < c_end) issue(0, -1);
+    } else if (pos_row >= 0) {  // the key at pos, stored by the previous kernel
+        for (int u = tid; u < D / VEC; u += NT) issue_piece(0, pos_row * (D / VEC) + u);
     }
-    __syncthreads();
-    if (c_begin < c_end) issue(0);
     cp_async_commit();
     for (int c = c_begin; c < c_end; ++c) {
         const int b = (c - c_begin) & 1;
-        if (c + 1 < c_end) issue(b ^ 1);
+        if (c + 1 < c_end) issue(b ^ 1, -1);
         cp_async_commit();
         // Offsets of chunk c + 2 (slot b, free once chunk c was issued), stored in phase 3.
         const int64_t next_off = tid < CK ? key_offset(c + 2, tid) : -1;
@@ -455,11 +499,12 @@ template <int D, int HB, class KV, bool MMA>
 __global__ void __launch_bounds__(128)
     attention_split_kernel(const ops::AttentionParams p, const int* __restrict__ handled,
                            int n_split, float* __restrict__ part, float scale_log2) {
-    pdl_begin();
+    const bool early = split_fetch_early<KV>(p, handled);  // split_item waits
+    if (!early) pdl_begin();
     extern __shared__ __align__(16) unsigned char sm[];
     for (int64_t t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
         if (handled != nullptr && handled[t]) continue;
-        split_item<D, HB, KV, MMA>(p, t, n_split, part, scale_log2, sm);
+        split_item<D, HB, KV, MMA>(p, t, n_split, part, scale_log2, sm, early && t == blockIdx.x);
         __syncthreads();  // the next item rewrites q, m, l and the offsets
     }
 }

@@ -167,7 +167,7 @@ void Forward::run(const BatchView& batch, const std::vector<LayerKv>& kv, const 
     }
     BatchView b = batch;
     b.max_keys = key_bucket(batch.max_keys);
-    const GraphKey key{b.n_tokens, b.n_out, out.mode, b.max_keys};
+    const GraphKey key{b.n_tokens, b.n_out, out.mode, b.max_keys, b.one_token_per_sequence};
     auto it = graphs_by_shape_.find(key);
     if (it == graphs_by_shape_.end()) {
         graphs_by_shape_[key] = nullptr;  // seen once: eager

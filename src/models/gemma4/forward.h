@@ -51,6 +51,9 @@ struct BatchView {
     int64_t n_out = 0;
     // Host-side bound: every pos[t] < max_keys (0: unknown). See ops::AttentionParams.
     int64_t max_keys = 0;
+    // Every sequence has one token in the batch (decode): its earlier keys were stored
+    // by earlier batches (ops::AttentionParams::earlier_keys_stored).
+    bool one_token_per_sequence = false;
 };
 
 // Where run() puts the results of the output rows, in host memory: with
@@ -144,6 +147,7 @@ private:
         int64_t outputs = 0;
         DecodeOutputs mode = DecodeOutputs::logits;
         int64_t max_keys = 0;  // key_bucket of the batch's max_keys
+        bool one_token_per_sequence = false;  // recorded into the attention launches
         auto operator<=>(const GraphKey&) const = default;
     };
     // Recorded graphs by key; nullptr: shape seen once, not recorded.

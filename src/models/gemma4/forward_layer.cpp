@@ -159,6 +159,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     a.window = static_cast<int32_t>(c_.window(il));
     a.scale = 1.0f;  // QK-norm replaces 1/√d
     a.max_keys = b.max_keys;
+    a.earlier_keys_stored = b.one_token_per_sequence;
     a.out_prep = prep(attn_prep_, T, nh * hd);  // the output projection's input
     be_.attention(a);
 
