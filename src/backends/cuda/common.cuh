@@ -70,6 +70,15 @@ inline unsigned grid_1d(int64_t n, int threads) {
 // which is what lets their latency overlap the predecessor. That is safe because
 // weights are written only by the uploads of model loading, which synchronise before
 // any forward pass, so no kernel still running can be writing them.
+//
+// Two more kinds of bytes may be read before the wait, for the same reason: (1) a
+// batch's own inputs (positions, block tables), written only by the host's uploads,
+// which precede the step's first kernel; (2) bytes written two or more kernels back
+// on the stream: a kernel starts only once its predecessor has passed its own wait,
+// i.e. once everything before that predecessor has finished. The decode attention
+// reads both before its wait (attention_split.cu): its keys' block tables, and the
+// earlier keys themselves, given the forward pass's promise that they come from
+// earlier batches (ops::AttentionParams::earlier_keys_stored).
 __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
