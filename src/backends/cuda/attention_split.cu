@@ -219,8 +219,8 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         if (c >= c_end || j > pos) return -1;
         return (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * kv_row + kvh * D;
     };
-    // Copies 16-byte piece u of chunk c's rows into buffer b (koff slot b); keys past
-    // pos become zeros.
+    // Copies 16-byte piece u (row u / (D / VEC)) of the chunk whose offsets are in koff
+    // slot b into buffer b; keys past pos become zeros.
     auto issue_piece = [&](int b, int u) {
         const int r = u / (D / VEC), col = (u % (D / VEC)) * VEC;
         const int64_t off = koff[b * CK + r];
