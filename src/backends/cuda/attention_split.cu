@@ -234,8 +234,9 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         for (int u = tid; u < CK * D / VEC; u += NT)
             if (u / (D / VEC) != skip) issue_piece(b, u);
     };
-    // Looks up the pool offsets (and i8 row scales) of the first two chunks.
-    auto first_offsets = [&] {
+    // Looks up the pool offsets (and i8 row scales) of the first two chunks, then
+    // copies the first chunk but for row `skip` (-1: none).
+    auto start_first_chunk = [&](int skip) {
         if (tid < CK) {
             koff[tid] = key_offset(c_begin, tid);
             koff[CK + tid] = key_offset(c_begin + 1, tid);
@@ -246,13 +247,13 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
                 vsc[CK + tid] = row_scale(p.v_scale, koff[CK + tid]);
             }
         }
+        __syncthreads();  // the offsets, for every thread's copies
+        if (c_begin < c_end) issue(0, skip);
     };
     // The row of the key at pos when it lies in the first chunk (-1: it does not).
     const int pos_row = c_begin < c_end && c_begin == n_chunks - 1 ? pos - lo - c_begin * CK : -1;
     if (early) {
-        first_offsets();
-        __syncthreads();
-        if (c_begin < c_end) issue(0, pos_row);
+        start_first_chunk(pos_row);
         pdl_begin();
     }
 
@@ -286,9 +287,7 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     for (int hh = 0; hh < HB; ++hh) acc[hh] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
     if (!early) {
-        first_offsets();
-        __syncthreads();
-        if (c_begin < c_end) issue(0, -1);
+        start_first_chunk(-1);
     } else if (pos_row >= 0) {  // the key at pos, stored by the previous kernel
         for (int u = tid; u < D / VEC; u += NT) issue_piece(0, pos_row * (D / VEC) + u);
     }
