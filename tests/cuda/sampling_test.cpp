@@ -128,6 +128,20 @@ TEST_F(CudaSampling, ArgmaxRowsFullVocabulary) {
     check(1, 262144, 262144, 0, 99);
 }
 
+// A few long rows take the split kernel (several blocks a row, the last to finish
+// reducing them, on per-row counters it must leave zeroed): every row kind, misaligned
+// starts, rows longer than the split kernel's 256 blocks of 4,096 values, and the same
+// rows again and again (stale counters would skip or garble a reduction).
+TEST_F(CudaSampling, ArgmaxRowsSplitAcrossBlocks) {
+    for (int64_t rows : {int64_t{1}, int64_t{2}, kKinds, int64_t{32}})
+        for (int64_t n : {4097, 8192, 262144, 262147})
+            for (int64_t offset : {0, 1}) check(rows, n, n + offset, offset, uint64_t(rows * n + offset));
+    check(2 * kKinds, (int64_t{1} << 20) + 4096 + 5, (int64_t{1} << 20) + 4096 + 7, 3, 11);
+    const Rows x = make_rows(kKinds, 262144, 262145, 1, 12);
+    const auto ref = reference(x);
+    for (int rep = 0; rep < 5; ++rep) EXPECT_EQ(on_device(x), ref) << "repeat " << rep;
+}
+
 // More rows than the kernel's grid: blocks stride over rows.
 TEST_F(CudaSampling, ArgmaxRowsManyRows) {
     check(70001, 33, 33, 0, 5);

@@ -70,6 +70,10 @@ public:
         env_.cublas = cublas_;
         env_.precision = o.precision;
         arrived_ = alloc_array<unsigned>(1);
+        argmax_ws_.arrived = alloc_array<unsigned>(kArgmaxRows);
+        argmax_ws_.n_arrived = kArgmaxRows;
+        argmax_ws_.part = alloc_array<uint32_t>(4 * kArgmaxParts);
+        argmax_ws_.n_part = kArgmaxParts;
         attn_ws_.buf = static_cast<float*>(alloc(kAttentionFloats * sizeof(float)));
         attn_ws_.floats = kAttentionFloats;
         attn_ws_.f32_only = o.precision == MatmulPrecision::f32;
@@ -307,7 +311,9 @@ public:
     void scatter_add(const ops::ScatterAddParams& p) override { launch_scatter_add(p, cur_stream()); }
     void kv_store(const ops::KvStoreParams& p) override { launch_kv_store(p, cur_stream()); }
     void copy_blocks(const ops::CopyBlocksParams& p) override { launch_copy_blocks(p, cur_stream()); }
-    void argmax_rows(const ops::ArgmaxRowsParams& p) override { launch_argmax_rows(p, cur_stream()); }
+    void argmax_rows(const ops::ArgmaxRowsParams& p) override {
+        launch_argmax_rows(p, on_side_ ? ArgmaxWorkspace{} : argmax_ws_, cur_stream());
+    }
     void add(const float* a, const float* b, float* y, int64_t n) override { launch_add(a, b, y, n, cur_stream()); }
     void scale(float* x, float s, int64_t n) override { launch_scale(x, s, n, cur_stream()); }
     void mul(const float* a, const float* b, float* y, int64_t n) override { launch_mul(a, b, y, n, cur_stream()); }
@@ -361,6 +367,9 @@ private:
     // per stream so concurrent chains never share one; zeroed by alloc().
     unsigned* arrived_ = nullptr;
     unsigned* side_arrived_ = nullptr;
+    // The split argmax's counters and partial bests (main stream only; 16 KiB + 64 KiB).
+    static constexpr int64_t kArgmaxRows = 4096, kArgmaxParts = 4096;
+    ArgmaxWorkspace argmax_ws_;
     std::vector<void*> allocs_;
     uint64_t allocated_ = 0;
 };

@@ -70,7 +70,17 @@ void launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t s);
 void launch_scatter_add(const ops::ScatterAddParams& p, cudaStream_t s);
 void launch_kv_store(const ops::KvStoreParams& p, cudaStream_t s);
 void launch_copy_blocks(const ops::CopyBlocksParams& p, cudaStream_t s);
-void launch_argmax_rows(const ops::ArgmaxRowsParams& p, cudaStream_t s);
+// Scratch for argmax_rows over few long rows (a decode step's logits): each row's
+// values split over several blocks, the last of them to finish reducing their bests
+// (sampling.cu). `arrived`: zeroed counters, one per row, used by no other stream
+// (left zeroed); `part`: 4 words per (row, split). Null: one block per row.
+struct ArgmaxWorkspace {
+    unsigned* arrived = nullptr;
+    int64_t n_arrived = 0;
+    uint32_t* part = nullptr;
+    int64_t n_part = 0;  // (row, split) entries
+};
+void launch_argmax_rows(const ops::ArgmaxRowsParams& p, const ArgmaxWorkspace& ws, cudaStream_t s);
 
 bool type_supported(GgmlType t);
 

@@ -1,7 +1,8 @@
 // Sampling ops (ops/sampling.h): the index of each row's largest logit, so a greedy
 // decode step copies one int per output row to the host instead of n_vocab floats.
 //
-// argmax_rows_kernel: one block per row (blocks stride over rows past the grid).
+// argmax_rows_kernel: one block per row (blocks stride over rows past the grid);
+// argmax_split_kernel: several blocks per row, for a few long rows (below).
 // Each thread scans its share of the row in increasing index order: a scalar head up
 // to the row's first 16-byte boundary (row starts need not be aligned: any stride is
 // allowed), the aligned body as float4 loads with four in flight per thread, then a
@@ -23,6 +24,13 @@ namespace {
 constexpr int kMaxThreads = 1024;
 constexpr int64_t kMaxBlocks = 65535;  // rows beyond this are strided over
 constexpr int32_t kNone = INT32_MAX;   // no value above -inf seen yet
+// The split kernel: blocks of kSplitThreads threads, a block for every kSplitValues
+// values (16 a thread: four float4 loads in flight), at most kSplitThreads blocks a
+// row (longer rows give each block more); rows up to kSplitMaxRows (more rows fill
+// the GPU with one block each). Gemma 4's 262,144 logits: 64 blocks.
+constexpr int kSplitThreads = 256;
+constexpr int32_t kSplitValues = 16 * kSplitThreads;
+constexpr int64_t kSplitMaxRows = 32;
 
 struct Best {
     float v;
@@ -86,37 +94,93 @@ __device__ Best scan_row(const float* x, int32_t n, bool& nan) {
     return b;
 }
 
+// The block's best of its threads' (b, nan), in every thread; uses the block's
+// shared arrays, so the caller synchronises before the next call.
+struct BlockBest {
+    Best b;
+    bool nan;
+};
+__device__ BlockBest block_best(Best b, bool nan) {
+    __shared__ float best_v[kMaxThreads / 32];
+    __shared__ int32_t best_i[kMaxThreads / 32];
+    __shared__ Best all;
+    const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+    const int n_warps = static_cast<int>(blockDim.x / 32);
+    b = warp_best(b);
+    if (lane == 0) {
+        best_v[warp] = b.v;
+        best_i[warp] = b.i;
+    }
+    const bool any_nan = __syncthreads_or(nan) != 0;  // also publishes best_v / best_i
+    if (warp == 0) {
+        b = lane < n_warps ? Best{best_v[lane], best_i[lane]} : Best{-INFINITY, kNone};
+        b = warp_best(b);
+        if (lane == 0) all = b;
+    }
+    __syncthreads();
+    return {all, any_nan};
+}
+
+// A row's result from its best value and index: an index or an ops::kArgmax* code.
+__device__ int32_t result_of(const BlockBest& r) {
+    if (r.nan) return ops::kArgmaxNaN;
+    if (r.b.v == INFINITY) return ops::kArgmaxPosInf;
+    if (r.b.i == kNone) return ops::kArgmaxAllNegInf;
+    return r.b.i;
+}
+
 __global__ void __launch_bounds__(kMaxThreads)
     argmax_rows_kernel(ops::ArgmaxRowsParams p, int64_t stride) {
     pdl_begin();
-    __shared__ float best_v[kMaxThreads / 32];
-    __shared__ int32_t best_i[kMaxThreads / 32];
-    const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-    const int n_warps = static_cast<int>(blockDim.x / 32);
     for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
         bool nan = false;
-        Best b = warp_best(scan_row(p.x + r * stride, static_cast<int32_t>(p.n), nan));
-        if (lane == 0) {
-            best_v[warp] = b.v;
-            best_i[warp] = b.i;
-        }
-        const bool any_nan = __syncthreads_or(nan) != 0;  // also publishes best_v / best_i
-        if (warp == 0) {
-            b = lane < n_warps ? Best{best_v[lane], best_i[lane]} : Best{-INFINITY, kNone};
-            b = warp_best(b);
-            if (lane == 0) {
-                int32_t out = b.i;
-                if (any_nan)
-                    out = ops::kArgmaxNaN;
-                else if (b.v == INFINITY)
-                    out = ops::kArgmaxPosInf;
-                else if (b.i == kNone)
-                    out = ops::kArgmaxAllNegInf;
-                p.out[r] = out;
-            }
-        }
-        __syncthreads();  // the next row rewrites best_v / best_i
+        const BlockBest best = block_best(scan_row(p.x + r * stride, static_cast<int32_t>(p.n), nan), nan);
+        if (threadIdx.x == 0) p.out[r] = result_of(best);
+        __syncthreads();  // the next row rewrites block_best's arrays
     }
+}
+
+// Few long rows (a decode step's logits, one row a sequence): a row's values split
+// over gridDim.x blocks of `seg` values (whole float4s); each block writes its best
+// (value, index, NaN flag) to part, and the row's last block to finish, counted on
+// arrived[row] (the router kernel's arrival pattern, moe.cu), reduces them. The
+// reduction picks the larger value, then the lower index, as the one-block kernel
+// does, so both give the same result. The last block resets the counter.
+__global__ void __launch_bounds__(kSplitThreads)
+    argmax_split_kernel(ops::ArgmaxRowsParams p, int64_t stride, int32_t seg, ArgmaxWorkspace ws) {
+    pdl_begin();
+    const int64_t r = blockIdx.y;
+    const int32_t begin = static_cast<int32_t>(blockIdx.x) * seg;
+    const int32_t n = min(seg, static_cast<int32_t>(p.n) - begin);
+    bool nan = false;
+    Best b = n > 0 ? scan_row(p.x + r * stride + begin, n, nan) : Best{-INFINITY, kNone};
+    if (b.i != kNone) b.i += begin;
+    const BlockBest best = block_best(b, nan);
+    uint32_t* part = ws.part + 4 * (r * gridDim.x);
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        part[4 * blockIdx.x] = __float_as_uint(best.b.v);
+        part[4 * blockIdx.x + 1] = static_cast<uint32_t>(best.b.i);
+        part[4 * blockIdx.x + 2] = best.nan ? 1u : 0u;
+        __threadfence();  // the partial before the count
+        last = atomicAdd(ws.arrived + r, 1u) == gridDim.x - 1;
+        if (last) {
+            __threadfence();  // every block's partial is counted: read them after this
+            ws.arrived[r] = 0;
+        }
+    }
+    __syncthreads();
+    if (!last) return;
+    // gridDim.x <= kSplitThreads: a thread per partial, read past L1.
+    Best mine{-INFINITY, kNone};
+    bool mine_nan = false;
+    if (threadIdx.x < gridDim.x) {
+        mine.v = __uint_as_float(__ldcg(part + 4 * threadIdx.x));
+        mine.i = static_cast<int32_t>(__ldcg(part + 4 * threadIdx.x + 1));
+        mine_nan = __ldcg(part + 4 * threadIdx.x + 2) != 0;
+    }
+    const BlockBest row = block_best(mine, mine_nan);
+    if (threadIdx.x == 0) p.out[r] = result_of(row);
 }
 
 // About 16 values per thread, whole warps, at most kMaxThreads.
@@ -127,8 +191,17 @@ int threads_for(int64_t n) {
 
 }  // namespace
 
-void launch_argmax_rows(const ops::ArgmaxRowsParams& p, cudaStream_t s) {
+void launch_argmax_rows(const ops::ArgmaxRowsParams& p, const ArgmaxWorkspace& ws, cudaStream_t s) {
     if (!ops::check_argmax_rows(p)) return;
+    const int64_t splits = std::min<int64_t>(kSplitThreads, (p.n + kSplitValues - 1) / kSplitValues);
+    if (splits > 1 && p.rows <= kSplitMaxRows && p.rows <= ws.n_arrived && p.rows * splits <= ws.n_part) {
+        const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(p.rows));
+        const int64_t seg = ((p.n + splits - 1) / splits + 3) / 4 * 4;  // <= kSplitValues up to 1 M values
+        launch(argmax_split_kernel, grid, kSplitThreads, 0, s, p, ops::argmax_stride(p), static_cast<int32_t>(seg),
+               ws);
+        HF2Q_CUDA_LAUNCH_CHECK();
+        return;
+    }
     const auto blocks = static_cast<unsigned>(std::min(p.rows, kMaxBlocks));
     launch(argmax_rows_kernel, blocks, threads_for(p.n), 0, s, p, ops::argmax_stride(p));
     HF2Q_CUDA_LAUNCH_CHECK();
