@@ -15,7 +15,12 @@ its own chain.
 Prints, for the graph with the most replays (or --graph), per kernel name: calls a
 replay, the critical-path charge (µs a replay and share), the chain charge and the
 start-to-end time; then the replay span and the period between replay starts (the
-difference is host time between steps). --list prints one replay kernel by kernel.
+difference is host time between steps). Where the trace holds the runtime calls (the
+tool writes them as "api:" lines), the GPU's idle time between replays is split at the
+cudaGraphLaunch call: the host's turn (the previous replay's last kernel to the call) and
+the launch (the call to the replay's first kernel), and the wait's wake-up (the last
+kernel to the end of the synchronising call the host was blocked in) is shown too.
+--list prints one replay kernel by kernel.
 """
 import argparse
 import csv
@@ -70,6 +75,36 @@ def charges(rep):
         yield r, crit, chain
 
 
+def host_turn(rows, all_reps, reps):
+    """Prints the idle time between consecutive replays, split at the graph launch call."""
+    api = [r for r in rows if r[5] == "api"]
+    launches = sorted(r[0] for r in api if r[7] == "api:cudaGraphLaunch")
+    waits = sorted((r[1], r[0]) for r in api if "Synchronize" in r[7] or r[7].startswith("api:cudaMemcpy"))
+    if not launches:
+        return
+    chosen = {id(rep) for rep in reps}
+    idle, host, launch, wake = [], [], [], []
+    for prev, rep in zip(all_reps, all_reps[1:]):
+        if id(rep) not in chosen:
+            continue
+        end, start = max(r[1] for r in prev), min(r[0] for r in rep)
+        call = [t for t in launches if t <= start]
+        if not call or start < end:
+            continue
+        idle.append(start - end)
+        host.append(call[-1] - end)
+        launch.append(start - call[-1])
+        woke = [e for e, s0 in waits if e >= end and s0 <= end]
+        if woke:
+            wake.append(woke[0] - end)
+    if not idle:
+        return
+    mean = lambda v: sum(v) / len(v) / 1e3
+    print(f"between replays ({len(idle)}): GPU idle {mean(idle):.1f} µs = host {mean(host):.1f} "
+          f"(last kernel -> cudaGraphLaunch call) + launch {mean(launch):.1f} (call -> first kernel)"
+          + (f"; the host's wait returned {mean(wake):.1f} µs after the last kernel" if wake else ""))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -90,7 +125,8 @@ def main():
     print("graphs (id: kernels, replays):",
           ", ".join(f"{g}: {graphs[g]}, {by_replays[g]}" for g in sorted(graphs, key=lambda g: -graphs[g])[:8]))
     graph = a.graph if a.graph is not None else max(by_replays, key=lambda g: (by_replays[g], graphs[g]))
-    reps = replays_of(rows, graph)
+    all_reps = replays_of(rows, graph)
+    reps = all_reps
     sizes = defaultdict(int)
     for rep in reps:
         sizes[len(rep)] += 1
@@ -119,6 +155,7 @@ def main():
     for k in sorted(crit, key=lambda k: -crit[k]):
         print(f"{crit[k] / n / 1e3:11.1f} {100 * crit[k] / n / span:5.1f}% {chain[k] / n / 1e3:9.1f} "
               f"{dur[k] / n / 1e3:12.1f} {calls[k] / n:6.0f}  {k}")
+    host_turn(rows, all_reps, reps)
     if a.list:
         rep = reps[-1]
         t0 = min(r[0] for r in rep)

@@ -10,12 +10,17 @@
 //   CUDA_INJECTION64_PATH=build/lib/libhf2q_cupti_trace.so HF2Q_TRACE_OUT=trace.csv
 //       hf2q bench -m model.gguf --backend cuda -p '' -n 32 -b 1 -r 1
 //   python3 scripts/trace_summary.py trace.csv
-// One CSV line a kernel: start_ns,end_ns,stream,graph,node,grid,block,regs,name.
+// One CSV line a kernel: start_ns,end_ns,stream,graph,node,grid,block,regs,name. The
+// host's turn between steps is in the same file: a line for each runtime call that
+// starts or waits for device work (graph launches, copies, synchronisations), with grid
+// "api", the CPU thread in the stream column and the call's name ("api:cudaGraphLaunch"),
+// on the same clock as the kernels.
 #include <cupti.h>
 #include <cxxabi.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -61,6 +66,33 @@ std::string kernel_name(const char* mangled) {
     return s;
 }
 
+// The runtime calls worth a line: those that start device work or wait for it. The
+// rest (attribute queries, event records) would only grow the file.
+bool interesting_call(const char* name) {
+    static const char* const kPrefixes[] = {"cudaGraphLaunch", "cudaMemcpy", "cudaStreamSynchronize",
+                                            "cudaEventSynchronize", "cudaDeviceSynchronize", "cudaLaunch"};
+    for (const char* p : kPrefixes)
+        if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
+    return false;
+}
+
+// "cudaGraphLaunch_v10000" -> "cudaGraphLaunch".
+std::string call_name(CUpti_CallbackId cbid) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS || !name) return {};
+    std::string s = name;
+    const size_t v = s.rfind("_v");
+    if (v != std::string::npos && v > 0) s.resize(v);
+    return s;
+}
+
+void write_api(const CUpti_ActivityAPI* a) {
+    const std::string name = call_name(a->cbid);
+    if (name.empty() || !interesting_call(name.c_str()) || !g_out) return;
+    std::fprintf(g_out, "%llu,%llu,%u,0,0,api,0,0,api:%s\n", (unsigned long long)a->start, (unsigned long long)a->end,
+                 a->threadId, name.c_str());
+}
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
     *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
     *size = kBufferBytes;
@@ -71,6 +103,10 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     std::lock_guard<std::mutex> lock(g_mutex);
     CUpti_Activity* rec = nullptr;
     while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+            write_api(reinterpret_cast<const CUpti_ActivityAPI*>(rec));
+            continue;
+        }
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
         if (g_out)
@@ -104,6 +140,7 @@ extern "C" int InitializeInjection(void) {
     std::fprintf(g_out, "start_ns,end_ns,stream,graph,node,grid,block,regs,name\n");
     check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
     check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable");
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "cuptiActivityEnable (runtime calls)");
     std::atexit(finish);
     return 1;
 }
