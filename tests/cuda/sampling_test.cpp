@@ -136,7 +136,9 @@ TEST_F(CudaSampling, ArgmaxRowsSplitAcrossBlocks) {
     for (int64_t rows : {int64_t{1}, int64_t{2}, kKinds, int64_t{32}})
         for (int64_t n : {4097, 8192, 262144, 262147})
             for (int64_t offset : {0, 1}) check(rows, n, n + offset, offset, uint64_t(rows * n + offset));
-    check(2 * kKinds, (int64_t{1} << 20) + 4096 + 5, (int64_t{1} << 20) + 4096 + 7, 3, 11);
+    // 256 blocks of more than 4,096 values: 13 rows fit the 4,096 partials (26 would
+    // take the one-block kernel).
+    check(kKinds, (int64_t{1} << 20) + 4096 + 5, (int64_t{1} << 20) + 4096 + 7, 3, 11);
     const Rows x = make_rows(kKinds, 262144, 262145, 1, 12);
     const auto ref = reference(x);
     for (int rep = 0; rep < 5; ++rep) EXPECT_EQ(on_device(x), ref) << "repeat " << rep;
