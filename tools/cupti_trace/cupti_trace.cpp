@@ -66,11 +66,12 @@ std::string kernel_name(const char* mangled) {
     return s;
 }
 
-// The runtime calls worth a line: those that start device work or wait for it. The
-// rest (attribute queries, event records) would only grow the file.
+// The runtime calls worth a line: the ones scripts/trace_summary.py reads (graph
+// launches, copies, waits). The rest (eager kernel launches, attribute queries, event
+// records) would only grow the file.
 bool interesting_call(const char* name) {
     static const char* const kPrefixes[] = {"cudaGraphLaunch", "cudaMemcpy", "cudaStreamSynchronize",
-                                            "cudaEventSynchronize", "cudaDeviceSynchronize", "cudaLaunch"};
+                                            "cudaEventSynchronize", "cudaDeviceSynchronize"};
     for (const char* p : kPrefixes)
         if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
     return false;
