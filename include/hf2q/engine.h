@@ -162,9 +162,19 @@ enum class DecodeOutputs {
     argmax,
 };
 
+// BatchToken::token for "the id the previous decode's argmax gave this sequence":
+// that decode returned DecodeOutputs::argmax with an output for the sequence (its
+// last one) in its last micro-batch, and this token is in the batch's first
+// micro-batch. The id never visits the host: a greedy generator queues step k+1
+// before it reads step k's id (Context::argmax(i, 1)), so the device never waits for
+// the host between steps. Where step k's output was an argmax error (NaN, +inf, all
+// -inf), step k+1 embeds token 0 and reading step k's id throws; drop step k+1 then
+// (seq_truncate).
+inline constexpr int32_t kPreviousArgmax = -1;
+
 // One token of a batch.
 struct BatchToken {
-    int32_t token = 0;
+    int32_t token = 0;  // a vocabulary id, or kPreviousArgmax
     int32_t seq = 0;       // sequence id
     int32_t pos = 0;       // position in its sequence; must continue the sequence
     bool logits = false;   // return logits for this token
@@ -179,17 +189,21 @@ public:
     // order, the first one at the sequence's current length. A token sees only
     // earlier (and equal-position) tokens of its own sequence. Throws on a bad batch
     // (nothing is written to the cache then) or when the KV cache is full.
-    // `outputs` says what the tokens marked `logits` return.
+    // `outputs` says what the tokens marked `logits` return. With DecodeOutputs::argmax
+    // a device backend returns once the work is queued (argmax() waits for the ids);
+    // with logits, once they are in host memory.
     void decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs = DecodeOutputs::logits);
 
     // Logits of the i-th token marked `logits` in the last decode, [n_vocab] floats.
     // Throws unless that decode returned logits.
     const float* logits(int32_t i) const;
     // Index of the largest logit of the i-th token marked `logits` in the last decode
-    // (lowest index on ties). Throws unless that decode returned DecodeOutputs::argmax,
+    // (decodes_back 0) or the one before it (1: kept until the next decode; how a
+    // pipelined greedy loop reads step k after queuing step k+1), lowest index on
+    // ties; waits for the ids. Throws unless that decode returned DecodeOutputs::argmax,
     // and, as a greedy sampler does, when those logits hold a NaN or +inf or are all -inf.
-    int32_t argmax(int32_t i) const;
-    int32_t n_outputs() const;
+    int32_t argmax(int32_t i, int32_t decodes_back = 0) const;
+    int32_t n_outputs() const;  // of the last decode
     int64_t n_vocab() const;
 
     // Sequence operations.

@@ -135,8 +135,11 @@ void BlockTables::reserve(const std::vector<std::pair<int32_t, int32_t>>& seq_ne
 
 void BlockTables::release_out_of_window(Group& g, int32_t seq, int32_t len) {
     if (g.spec.window <= 0) return;
-    // The next query (position len) sees keys >= len - window + 1.
-    int64_t first_needed = static_cast<int64_t>(len) - g.spec.window + 1;
+    // The next query (position len) sees keys >= len - window + 1; one position more
+    // is kept so the newest position can always be truncated away (a pipelined greedy
+    // step that was not needed: runtime/generation.cpp). Context's sliding pools hold
+    // the window plus a micro-batch plus two blocks, which covers it.
+    int64_t first_needed = static_cast<int64_t>(len) - g.spec.window;
     if (first_needed <= 0) return;
     auto& t = g.tables[static_cast<size_t>(seq)];
     int64_t n_free = std::min<int64_t>(first_needed / opts_.block_size, static_cast<int64_t>(t.size()));

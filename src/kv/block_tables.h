@@ -9,8 +9,9 @@
 // and applies the block copies this class asks for.
 //
 // Sliding groups release blocks that no future query can see: after a sequence
-// reaches length n, a block whose last position is < n − window + 1 is freed and
-// its table entry becomes −1.
+// reaches length n, a block whose last position is < n − window is freed and its
+// table entry becomes −1 (the query at n sees keys from n − window + 1; one position
+// more stays so that truncating the newest position always succeeds).
 #pragma once
 
 #include <cstdint>

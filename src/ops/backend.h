@@ -83,6 +83,12 @@ public:
     // Returns once every upload_async issued before it has read its source.
     virtual void wait_uploads() {}
     virtual void download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+    // A ticket for the work queued so far: wait_fence(ticket) returns once it is done,
+    // and with it every write it made to host memory (ArgmaxRowsParams::host_out), while
+    // work queued later may still run: a greedy step's ids are read while the next
+    // step, already queued, runs. 0 where the work is done on return, as here.
+    virtual uint64_t fence() { return 0; }
+    virtual void wait_fence(uint64_t ticket) { (void)ticket; }
     virtual void fill_zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
     virtual void synchronize() {}
     // Host memory the backend copies to and from fastest (page-locked for a GPU),
@@ -256,6 +262,7 @@ public:
     virtual void scatter_add(const ScatterAddParams& p) = 0;
     virtual void kv_store(const KvStoreParams& p) = 0;
     virtual void copy_blocks(const CopyBlocksParams& p) = 0;
+    virtual void feed_tokens(const FeedTokensParams& p) = 0;
 
     // Index of each row's largest value (ops/sampling.h): greedy sampling without
     // copying the logits to the host.

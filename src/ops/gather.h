@@ -52,6 +52,20 @@ struct KvStoreParams {
     float* v_scale = nullptr;
 };
 
+// The token ids a batch embeds when some of them are the previous step's greedy picks,
+// still on the backend (hf2q::kPreviousArgmax): out[t] = tokens[t] where from[t] < 0,
+// else ids[from[t]], an id outside [0, n_vocab) (an ops::argmax_rows error code)
+// replaced by 0 so the step stays in bounds; the host reports that error when it
+// reads the id, and the step that took it is dropped.
+struct FeedTokensParams {
+    const int32_t* tokens = nullptr;  // [n] ids given by the host
+    const int32_t* from = nullptr;    // [n] row of ids, or -1
+    const int32_t* ids = nullptr;     // the previous step's argmax_rows output
+    int32_t* out = nullptr;           // [n]
+    int64_t n = 0;
+    int64_t n_vocab = 0;
+};
+
 // Copies whole blocks inside one pool: pool[dst[i]] = pool[src[i]] (copy on write).
 struct CopyBlocksParams {
     void* pool = nullptr;

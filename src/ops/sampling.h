@@ -25,6 +25,11 @@ struct ArgmaxRowsParams {
     const float* x = nullptr;  // [rows][stride]; the first n values of each row are read
     int64_t stride = 0;        // floats between row starts; 0 means n (rows packed)
     int32_t* out = nullptr;    // [rows]
+    // [rows] or null: the ids written here as well, in host memory from the backend's
+    // alloc_host. A device backend writes them through its mapping of that memory, so
+    // no copy on the stream stands between this step and the next (a greedy step's
+    // ids: runtime/context_impl.h); the host reads them after Backend::wait_fence.
+    int32_t* host_out = nullptr;
     int64_t rows = 0;
     int64_t n = 0;  // values per row, in [1, 2^31 - 1] (indices are int32)
 };

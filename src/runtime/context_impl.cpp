@@ -72,9 +72,10 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
 
 // Full layers keep every block of a sequence; their blocks come from one pool shared
 // by all sequences, sized by kv_tokens, kv_memory_fraction, or n_seq_max × n_ctx. A
-// sliding layer needs at most the window plus one micro-batch per sequence at any
-// time (blocks leaving the window are freed after each micro-batch), plus one block
-// of slack for the partially filled block at each end.
+// sliding layer holds at most the window, one position more (kv::BlockTables keeps
+// the newest position undoable) and one micro-batch per sequence at any time (blocks
+// leaving the window are freed after each micro-batch): window + n_ubatch positions,
+// which span at most ceil((window - 1 + n_ubatch) / B) + 2 blocks.
 void ContextImpl::allocate_kv() {
     const auto& c = model_.config();
     const ContextOptions& opts = opts_;
@@ -156,8 +157,11 @@ void ContextImpl::validate(const std::vector<BatchToken>& batch) const {
         const BatchToken& t = batch[i];
         if (t.seq < 0 || t.seq >= opts_.n_seq_max)
             fail("batch token ", i, ": sequence id ", t.seq, " out of range [0, ", opts_.n_seq_max, ")");
-        if (t.token < 0 || t.token >= V)
+        if (t.token == kPreviousArgmax) {
+            check_feed(i, t.seq);
+        } else if (t.token < 0 || t.token >= V) {
             fail("batch token ", i, ": token id ", t.token, " out of range [0, ", V, ")");
+        }
         int32_t& expect = next[sz(t.seq)];
         if (expect < 0) expect = tables_->seq_length(t.seq);
         if (t.pos != expect)
@@ -167,6 +171,20 @@ void ContextImpl::validate(const std::vector<BatchToken>& batch) const {
             fail("batch token ", i, ": position ", t.pos, " exceeds the context size ", opts_.n_ctx);
         ++expect;
     }
+}
+
+// A kPreviousArgmax token takes its sequence's id from the previous decode's last
+// micro-batch, on the backend, before this decode's first micro-batch overwrites it.
+void ContextImpl::check_feed(size_t i, int32_t seq) const {
+    const Result& prev = results_[cur_];
+    if (prev.mode != DecodeOutputs::argmax)
+        fail("batch token ", i, ": kPreviousArgmax needs the previous decode to return argmax ids");
+    if (prev.feed_row.empty() || prev.feed_row[sz(seq)] < 0)
+        fail("batch token ", i, ": kPreviousArgmax needs an output of sequence ", seq,
+             " in the previous decode's last micro-batch (", opts_.n_ubatch, " tokens)");
+    if (i >= sz(opts_.n_ubatch))
+        fail("batch token ", i, ": a kPreviousArgmax token must be among the first ", opts_.n_ubatch,
+             " tokens of the batch (its first micro-batch)");
 }
 
 // Copy on write: at most one block per (sequence, group) is copied per micro-batch
@@ -212,9 +230,15 @@ void ContextImpl::apply_copies(const std::vector<kv::BlockCopy>& copies) {
 gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end) {
     const size_t T = end - begin;
     backend_->wait_uploads();  // the previous micro-batch's copies have read the block
+    // The rows at the micro-batch's own pitch, the tables right after them: one copy.
+    // A batch shape always gets the same pitch, so a replayed graph's pointers hold.
+    step_pitch_ = (T * sizeof(void*) + 15) / 16 * 16;
     int32_t* tokens = step_row<int32_t>(h_step_.get(), kTokens);
     int32_t* pos = step_row<int32_t>(h_step_.get(), kPos);
     int32_t* out_rows = step_row<int32_t>(h_step_.get(), kOutRows);
+    int32_t* feed = step_row<int32_t>(h_step_.get(), kFeed);
+    const Result& prev = results_[cur_ ^ 1];  // the decode before this one
+    bool fed = false;
     std::vector<int32_t> seqs;  // distinct sequences in order of first appearance
     std::vector<int32_t> row_of(sz(opts_.n_seq_max), -1);
     int64_t n_out = 0, max_keys = 0;
@@ -225,7 +249,10 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
             row_of[sz(seq)] = static_cast<int32_t>(seqs.size());
             seqs.push_back(seq);
         }
-        tokens[t] = batch[i].token;
+        const bool from_prev = batch[i].token == kPreviousArgmax;  // checked by validate()
+        fed = fed || from_prev;
+        tokens[t] = from_prev ? 0 : batch[i].token;
+        feed[t] = from_prev ? prev.feed_row[sz(seq)] : -1;
         pos[t] = batch[i].pos;
         max_keys = std::max<int64_t>(max_keys, int64_t{batch[i].pos} + 1);
         if (batch[i].logits) out_rows[sz(n_out++)] = static_cast<int32_t>(t);
@@ -245,11 +272,8 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
             table_len[t] = static_cast<int32_t>(tables_->table(g, batch[i].seq).size());
         }
     }
-    // Each row's first T entries (T pointers' width covers the int32 rows' T), then
-    // the micro-batch's table rows.
-    backend_->upload_async(d_step_, h_step_.get(), T * sizeof(void*), kStepRows, step_pitch_);
-    backend_->upload_async(table_row(d_step_, 0, 0), table_row(h_step_.get(), 0, 0),
-                           seqs.size() * 2 * sz(table_width_) * sizeof(int32_t), 1, 0);
+    const size_t table_bytes = seqs.size() * 2 * sz(table_width_) * sizeof(int32_t);
+    backend_->upload_async(d_step_, h_step_.get(), kStepRows * step_pitch_ + table_bytes, 1, 0);
     gemma4::BatchView b;
     for (int g = 0; g < 2; ++g) {
         b.tables[g] = step_row<const int32_t*>(d_step_, group_row(kTablePtr0, g));
@@ -263,10 +287,11 @@ gemma4::BatchView ContextImpl::upload_ubatch(const std::vector<BatchToken>& batc
     b.n_out = n_out;
     b.max_keys = max_keys;  // sizes the attention work (keys 0 .. max position)
     b.one_token_per_sequence = seqs.size() == T;
+    b.feed = fed ? step_row<int32_t>(d_step_, kFeed) : nullptr;
     return b;
 }
 
-void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end) {
+void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end, bool last) {
     std::vector<std::pair<int32_t, int32_t>> counts;
     for (size_t i = begin; i < end; ++i) {
         auto it = std::find_if(counts.begin(), counts.end(), [&](auto& p) { return p.first == batch[i].seq; });
@@ -279,29 +304,42 @@ void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin,
 
     gemma4::BatchView b = upload_ubatch(batch, begin, end);
     const int64_t n_out = b.n_out;
-    forward_->run(b, layer_kv_, output_slots(n_out));
-    if (outputs_ == DecodeOutputs::argmax) ids_.insert(ids_.end(), ids_stage_, ids_stage_ + n_out);
-    n_outputs_ += static_cast<int32_t>(n_out);
+    const uint64_t ticket = forward_->run(b, layer_kv_, output_slots(n_out));
+    Result& r = results_[cur_];
+    if (r.mode == DecodeOutputs::argmax) {
+        if (last) {  // land() waits for them, after the caller may have queued the next decode
+            r.ticket = ticket;
+            r.n_pending = static_cast<int32_t>(n_out);
+            int32_t row = 0;
+            for (size_t i = begin; i < end; ++i)
+                if (batch[i].logits) r.feed_row[sz(batch[i].seq)] = row++;
+        } else {  // the next micro-batch reuses the staging buffer
+            backend_->wait_fence(ticket);
+            r.ids.insert(r.ids.end(), ids_stage_[cur_], ids_stage_[cur_] + n_out);
+        }
+    }
+    r.n_outputs += static_cast<int32_t>(n_out);
     for (auto [seq, n] : counts) tables_->commit(seq, tables_->seq_length(seq) + n);
 }
 
 // Where the forward pass puts this micro-batch's n_out results: the logits after
-// those of the decode's earlier micro-batches, or the ids in the staging buffer.
+// those of the decode's earlier micro-batches, or the ids in the decode's staging buffer.
 gemma4::HeadOutput ContextImpl::output_slots(int64_t n_out) {
+    const Result& r = results_[cur_];
     gemma4::HeadOutput out;
-    out.mode = outputs_;
-    switch (outputs_) {
+    out.mode = r.mode;
+    switch (r.mode) {
         case DecodeOutputs::logits: {
             const int64_t V = n_vocab();
-            grow_logits(sz((n_outputs_ + n_out) * V));
-            out.logits = logits_ + static_cast<size_t>(n_outputs_) * sz(V);
+            grow_logits(sz((r.n_outputs + n_out) * V));
+            out.logits = logits_ + static_cast<size_t>(r.n_outputs) * sz(V);
             break;
         }
         case DecodeOutputs::argmax:
             HF2Q_ASSERT(n_out <= opts_.n_ubatch);
-            if (!ids_stage_)  // first argmax decode of this context
-                ids_stage_ = static_cast<int32_t*>(backend_->alloc_host(sz(opts_.n_ubatch) * sizeof(int32_t)));
-            out.ids = ids_stage_;
+            for (int32_t*& stage : ids_stage_)  // first argmax decode of this context
+                if (!stage) stage = static_cast<int32_t*>(backend_->alloc_host(sz(opts_.n_ubatch) * sizeof(int32_t)));
+            out.ids = ids_stage_[cur_];
             break;
     }
     return out;
@@ -315,7 +353,7 @@ void ContextImpl::grow_logits(size_t floats) {
     const size_t cap = std::max(floats, logits_cap_ + logits_cap_ / 2);
     float* p = static_cast<float*>(backend_->alloc_host(cap * sizeof(float)));
     if (logits_) {
-        std::memcpy(p, logits_, sz(n_outputs_) * sz(n_vocab()) * sizeof(float));
+        std::memcpy(p, logits_, sz(results_[cur_].n_outputs) * sz(n_vocab()) * sizeof(float));
         backend_->free_host(logits_);
     }
     logits_ = p;
@@ -323,17 +361,16 @@ void ContextImpl::grow_logits(size_t floats) {
 }
 
 ContextImpl::~ContextImpl() {
+    backend_->synchronize();  // no download still writes the staging buffers
     if (logits_) backend_->free_host(logits_);
-    if (ids_stage_) backend_->free_host(ids_stage_);
+    for (int32_t* stage : ids_stage_)
+        if (stage) backend_->free_host(stage);
 }
 
 void ContextImpl::decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs) {
     if (outputs != DecodeOutputs::logits && outputs != DecodeOutputs::argmax)  // cast from an integer
         fail("decode: unknown output kind ", static_cast<int>(outputs));
     validate(batch);
-    outputs_ = outputs;
-    n_outputs_ = 0;
-    ids_.clear();
     // The full-attention group keeps every block: check the whole batch fits before
     // any micro-batch writes (sliding groups are sized to always fit one).
     std::vector<std::pair<int32_t, int32_t>> counts;
@@ -346,24 +383,51 @@ void ContextImpl::decode(const std::vector<BatchToken>& batch, DecodeOutputs out
     if (need > tables_->free_blocks(gemma4::kFullGroup))
         fail("KV cache full: the batch needs ", need, " blocks but ", tables_->free_blocks(gemma4::kFullGroup),
              " are free (remove sequences or raise the context size)");
-    for (size_t b = 0; b < batch.size(); b += sz(opts_.n_ubatch))
-        run_ubatch(batch, b, std::min(batch.size(), b + sz(opts_.n_ubatch)));
+    cur_ ^= 1;  // the previous decode's record stays readable (decodes_back 1)
+    Result& r = results_[cur_];
+    r = Result{};
+    r.mode = outputs;
+    if (outputs == DecodeOutputs::argmax) r.feed_row.assign(sz(opts_.n_seq_max), -1);
+    try {
+        for (size_t b = 0; b < batch.size(); b += sz(opts_.n_ubatch)) {
+            const size_t e = std::min(batch.size(), b + sz(opts_.n_ubatch));
+            run_ubatch(batch, b, e, e == batch.size());
+        }
+    } catch (...) {
+        r = Result{};  // nothing of a failed decode is readable or feeds the next one
+        throw;
+    }
 }
 
 const float* ContextImpl::logits(int32_t i) const {
-    if (outputs_ != DecodeOutputs::logits)
+    const Result& r = results_[cur_];
+    if (r.mode != DecodeOutputs::logits)
         fail("logits: the last decode returned argmax ids, not logits (decode with DecodeOutputs::logits)");
-    if (i < 0 || i >= n_outputs_) fail("logits index ", i, " out of range [0, ", n_outputs_, ")");
+    if (i < 0 || i >= r.n_outputs) fail("logits index ", i, " out of range [0, ", r.n_outputs, ")");
     return logits_ + static_cast<size_t>(i) * sz(n_vocab());
+}
+
+void ContextImpl::land(int slot) const {
+    Result& r = results_[slot];
+    if (r.n_pending == 0) return;
+    backend_->wait_fence(r.ticket);
+    r.ids.insert(r.ids.end(), ids_stage_[slot], ids_stage_[slot] + r.n_pending);
+    r.n_pending = 0;
 }
 
 // The codes of ops::argmax_rows become the errors runtime::argmax (the greedy sampler)
 // throws for the same logits.
-int32_t ContextImpl::argmax(int32_t i) const {
-    if (outputs_ != DecodeOutputs::argmax)
-        fail("argmax: the last decode returned logits, not argmax ids (decode with DecodeOutputs::argmax)");
-    if (i < 0 || i >= n_outputs_) fail("argmax index ", i, " out of range [0, ", n_outputs_, ")");
-    const int32_t id = ids_[sz(i)];
+int32_t ContextImpl::argmax(int32_t i, int32_t decodes_back) const {
+    if (decodes_back != 0 && decodes_back != 1)
+        fail("argmax: decodes_back must be 0 (the last decode) or 1 (the one before), got ", decodes_back);
+    const int slot = decodes_back == 0 ? cur_ : cur_ ^ 1;
+    const Result& r = results_[slot];
+    const char* which = decodes_back == 0 ? "the last decode" : "the decode before the last";
+    if (r.mode != DecodeOutputs::argmax)
+        fail("argmax: ", which, " returned logits or nothing, not argmax ids (decode with DecodeOutputs::argmax)");
+    if (i < 0 || i >= r.n_outputs) fail("argmax index ", i, " out of range [0, ", r.n_outputs, ") of ", which);
+    land(slot);
+    const int32_t id = r.ids[sz(i)];
     switch (id) {
         case ops::kArgmaxNaN:
             fail("argmax: the logits of output ", i, " hold a NaN");
@@ -393,7 +457,7 @@ void Context::decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs
     impl_->decode(batch, outputs);
 }
 const float* Context::logits(int32_t i) const { return impl_->logits(i); }
-int32_t Context::argmax(int32_t i) const { return impl_->argmax(i); }
+int32_t Context::argmax(int32_t i, int32_t decodes_back) const { return impl_->argmax(i, decodes_back); }
 int32_t Context::n_outputs() const { return impl_->n_outputs(); }
 int64_t Context::n_vocab() const { return impl_->n_vocab(); }
 int32_t Context::seq_length(int32_t seq) const { return impl_->tables().seq_length(seq); }

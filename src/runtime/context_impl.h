@@ -24,8 +24,8 @@ public:
 
     void decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs);
     const float* logits(int32_t i) const;
-    int32_t argmax(int32_t i) const;
-    int32_t n_outputs() const { return n_outputs_; }
+    int32_t argmax(int32_t i, int32_t decodes_back) const;
+    int32_t n_outputs() const { return results_[cur_].n_outputs; }
     int64_t n_vocab() const { return model_.config().n_vocab; }
     const ContextOptions& options() const { return opts_; }
     OpProfile op_profile() const { return profiler_ ? profiler_->profile() : OpProfile{}; }
@@ -42,7 +42,8 @@ public:
 
 private:
     void validate(const std::vector<BatchToken>& batch) const;
-    void run_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end);
+    void check_feed(size_t i, int32_t seq) const;
+    void run_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end, bool last);
     void apply_copies(const std::vector<kv::BlockCopy>& copies);
     gemma4::BatchView upload_ubatch(const std::vector<BatchToken>& batch, size_t begin, size_t end);
 
@@ -60,17 +61,19 @@ private:
     std::unique_ptr<gemma4::Forward> forward_;
 
     // Per-micro-batch inputs, built on the host in one block of page-locked memory
-    // (alloc_host) and uploaded by two asynchronous copies (upload_async) into its mirror
-    // in backend memory: kStepRows per-token rows at a pitch of n_ubatch pointers
-    // (tokens, positions, output rows, and per group the table length and a pointer to
-    // the token's table row), then the block tables as [sequences of the micro-batch]
-    // [group][width]. One 2-D copy of the rows' first n_tokens entries and one of the
-    // used table rows replace nine copies that each waited for the device (pageable
-    // sources): 36-58 µs less host time between two decode steps (H200, 26B-A4B
-    // tg128 455-458 -> 465-468 tokens/s; docs/performance.md, session 28).
-    enum StepRow { kTokens, kPos, kOutRows, kTableLen0, kTableLen1, kTablePtr0, kTablePtr1, kStepRows };
+    // (alloc_host) and uploaded by one asynchronous copy (upload_async) into its mirror
+    // in backend memory: kStepRows per-token rows (tokens, positions, output rows, the
+    // kPreviousArgmax source rows, and per group the table length and a pointer to the
+    // token's table row) at the micro-batch's own pitch (its tokens' pointers, rounded
+    // to 16 bytes: a batch shape always gets the same addresses, which graphs record),
+    // then the block tables as [sequences of the micro-batch][group][width]. One copy
+    // that does not wait replaces nine that each waited for the device (pageable
+    // sources): 36-58 µs less host time between two decode steps (H200, 26B-A4B tg128
+    // 455-458 -> 465-468 tokens/s; docs/performance.md, session 28); one instead of
+    // two (rows, then tables) is worth ~6 µs a pipelined step (session 32).
+    enum StepRow { kTokens, kPos, kOutRows, kFeed, kTableLen0, kTableLen1, kTablePtr0, kTablePtr1, kStepRows };
     int64_t table_width_ = 0;
-    size_t step_pitch_ = 0;                // bytes between two rows
+    size_t step_pitch_ = 0;                // bytes between two rows (of the current micro-batch)
     // Frees alloc_host memory once no upload_async reads it (also when the constructor throws).
     struct HostFree {
         ops::Backend* backend;
@@ -96,12 +99,28 @@ private:
     size_t logits_cap_ = 0;      // floats allocated
     void grow_logits(size_t floats);
     gemma4::HeadOutput output_slots(int64_t n_out);
-    // DecodeOutputs::argmax: each micro-batch's ids land in ids_stage_ ([n_ubatch],
-    // host memory from the backend, page-locked for a GPU) and are appended to ids_.
-    int32_t* ids_stage_ = nullptr;
-    std::vector<int32_t> ids_;   // [n_outputs], ops::argmax_rows results
-    DecodeOutputs outputs_ = DecodeOutputs::logits;  // what the last decode returned
-    int32_t n_outputs_ = 0;
+
+    // What a decode returned. An argmax decode's last micro-batch leaves its ids on
+    // their way (Forward::run's fence ticket) into the staging buffer of its record,
+    // which the backend writes directly (ops::ArgmaxRowsParams::host_out: no copy on
+    // the stream between two steps), so a greedy generator queues the next step, which
+    // takes them on the device (kPreviousArgmax), before it waits for them. The two
+    // records alternate, and so do their buffers: the step queued next writes the
+    // other one.
+    struct Result {
+        DecodeOutputs mode = DecodeOutputs::logits;
+        int32_t n_outputs = 0;
+        std::vector<int32_t> ids;  // [n_outputs] once landed: ops::argmax_rows results
+        uint64_t ticket = 0;       // the last micro-batch's ids: wait_fence(ticket)
+        int32_t n_pending = 0;     // ... this many, in ids_stage_[slot], not yet in ids
+        // Per sequence the row of Forward's device ids holding its last output of the
+        // decode's last micro-batch (what kPreviousArgmax takes), -1 none; argmax only.
+        std::vector<int32_t> feed_row;
+    };
+    mutable Result results_[2];
+    int cur_ = 0;  // results_[cur_]: the last decode; results_[cur_ ^ 1]: the one before
+    void land(int slot) const;  // moves a result's pending ids into its ids
+    int32_t* ids_stage_[2] = {nullptr, nullptr};  // [n_ubatch] each, host memory from the backend
 };
 
 }  // namespace hf2q::runtime

@@ -83,6 +83,22 @@ class TextStream {
 
 // The token after the last decode's final output: its argmax, computed on the device
 // (greedy sampling), or the sampler's pick from its logits.
+// Truncates the sequence back to `pos` on leaving the scope while armed: a pipelined
+// step queued at `pos` that is not wanted. The newest position always truncates
+// (kv::BlockTables).
+struct DropQueuedStep {
+    Context& ctx;
+    int32_t seq, pos;
+    bool armed;
+    ~DropQueuedStep() {
+        if (!armed) return;
+        try {
+            ctx.seq_truncate(seq, pos);
+        } catch (...) {  // cannot happen (see above); a destructor must not throw
+        }
+    }
+};
+
 int32_t next_token(const Context& ctx, Sampler& sampler, DecodeOutputs outputs) {
     const int32_t i = ctx.n_outputs() - 1;
     switch (outputs) {
@@ -207,7 +223,28 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
     std::optional<FinishReason> reason;
     if (params.n_predict == 0) reason = FinishReason::length;
     while (!reason) {
-        const int32_t token = next_token(ctx_, sampler, outputs);
+        // Greedy: queue the next step, which embeds this step's id on the device
+        // (kPreviousArgmax), before reading that id, so the device does not idle while
+        // the host turns a token around. A queued step that turns out not to be wanted
+        // (the token ends generation, or reading or handling it throws) is dropped
+        // from the cache. Where it cannot be queued (the KV cache is full), the token
+        // is read first, as one step at a time does.
+        const int64_t produced = static_cast<int64_t>(result.tokens.size());
+        bool ahead = params.pipeline && outputs == DecodeOutputs::argmax && pos < n_ctx &&
+                     (params.n_predict < 0 || produced + 1 < params.n_predict);
+        const int32_t last_output = ctx_.n_outputs() - 1;
+        if (ahead) {
+            try {
+                ctx_.decode({{kPreviousArgmax, seq_, pos, true}}, step_outputs);
+            } catch (const Error&) {
+                // A refused batch (the KV cache is full) writes nothing and leaves the
+                // last decode readable; anything else is the caller's to see.
+                if (ctx_.seq_length(seq_) != pos || ctx_.n_outputs() != last_output + 1) throw;
+                ahead = false;
+            }
+        }
+        DropQueuedStep drop{ctx_, seq_, pos, ahead};
+        const int32_t token = ahead ? ctx_.argmax(last_output, 1) : next_token(ctx_, sampler, outputs);
         sampler.accept(token);
         result.tokens.push_back(token);
         if (cb.on_token) cb.on_token(token);
@@ -218,8 +255,9 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
             finish_reason_after_token(eog || ended, text && text->stopped(),
                                       static_cast<int64_t>(result.tokens.size()), params.n_predict);
         if (!reason && pos >= n_ctx) reason = FinishReason::length;  // context full
-        if (reason) break;
-        ctx_.decode({{token, seq_, pos, true}}, step_outputs);
+        if (reason) break;  // drop truncates a queued step
+        drop.armed = false;
+        if (!ahead) ctx_.decode({{token, seq_, pos, true}}, step_outputs);
         outputs = step_outputs;
         cached_.push_back(token);
         ++pos;

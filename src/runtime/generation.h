@@ -12,7 +12,9 @@
 //
 // A greedy sampler (runtime::is_greedy) decodes with DecodeOutputs::argmax: the argmax
 // is computed on the device and only the token id comes back (the prefill too, unless
-// on_prefill or all_prompt_logits ask for its logits).
+// on_prefill or all_prompt_logits ask for its logits). Greedy steps are pipelined
+// (GenerationParams::pipeline): each is queued, fed the previous step's id on the
+// device, before the host reads that id.
 //
 // Per token (docs/sampling.md): sample -> accept -> EOG check -> detokenize (control
 // tokens as their text) -> StopMatcher -> Gemma4OutputParser -> callbacks. Streamed
@@ -47,6 +49,10 @@ struct GenerationParams {
     bool show_special = false;
     // Return logits for every prompt token that is decoded (on_prefill sees them).
     bool all_prompt_logits = false;
+    // Greedy decoding queues step k+1 (its token taken from step k's argmax on the
+    // device, hf2q::kPreviousArgmax) before reading step k's token; a step that was not
+    // needed (step k ended generation) is truncated away. false: one step at a time.
+    bool pipeline = true;
 };
 
 struct GenerationCallbacks {

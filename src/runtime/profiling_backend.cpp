@@ -80,6 +80,8 @@ std::string ProfilingBackend::key_name(const Key& k) {
             return "kv_store";
         case Op::copy_blocks:
             return "copy_blocks";
+        case Op::feed_tokens:
+            return "feed_tokens";
         case Op::argmax_rows:
             return "argmax_rows";
         case Op::add:
@@ -179,6 +181,9 @@ void ProfilingBackend::kv_store(const ops::KvStoreParams& p) {
 }
 void ProfilingBackend::copy_blocks(const ops::CopyBlocksParams& p) {
     timed({Op::copy_blocks}, [&] { inner_->copy_blocks(p); });
+}
+void ProfilingBackend::feed_tokens(const ops::FeedTokensParams& p) {
+    timed({Op::feed_tokens}, [&] { inner_->feed_tokens(p); });
 }
 void ProfilingBackend::argmax_rows(const ops::ArgmaxRowsParams& p) {
     timed({Op::argmax_rows}, [&] { inner_->argmax_rows(p); });

@@ -44,6 +44,8 @@ class ProfilingBackend final : public ops::Backend {
     void upload_async(void* dst, const void* src, size_t width, size_t rows, size_t pitch) override;
     void wait_uploads() override { inner_->wait_uploads(); }
     void download(void* dst, const void* src, size_t bytes) override;
+    uint64_t fence() override { return inner_->fence(); }
+    void wait_fence(uint64_t ticket) override { inner_->wait_fence(ticket); }
     void fill_zero(void* dst, size_t bytes) override;
     void synchronize() override { inner_->synchronize(); }
     size_t free_memory() const override { return inner_->free_memory(); }
@@ -84,6 +86,7 @@ class ProfilingBackend final : public ops::Backend {
     void scatter_add(const ops::ScatterAddParams& p) override;
     void kv_store(const ops::KvStoreParams& p) override;
     void copy_blocks(const ops::CopyBlocksParams& p) override;
+    void feed_tokens(const ops::FeedTokensParams& p) override;
     void argmax_rows(const ops::ArgmaxRowsParams& p) override;
 
     void add(const float* a, const float* b, float* y, int64_t n) override;
@@ -115,6 +118,7 @@ class ProfilingBackend final : public ops::Backend {
         scatter_add,
         kv_store,
         copy_blocks,
+        feed_tokens,
         argmax_rows,
         add,
         scale,

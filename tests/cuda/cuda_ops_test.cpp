@@ -574,6 +574,80 @@ TEST_F(CudaOps, UploadAsyncCopiesRowsInStreamOrder) {
     gpu->free_host(h);
 }
 
+// argmax_rows writes host_out (alloc_host memory) through the mapping, and a fence's
+// ticket waits for the work queued before it, not after: the ids of step i are read
+// while later steps (which negate x, flipping argmax and argmin) are still queued;
+// more tickets than the backend has events; both argmax kernels (2 rows of 2^18
+// values split across blocks, 3 rows of 1,000 one block each).
+TEST_F(CudaOps, ArgmaxHostOutAndFenceTickets) {
+    constexpr size_t kSteps = 9;
+    for (const auto& [rows, n] : {std::pair<int64_t, int64_t>{2, 1 << 18}, {3, 1000}}) {
+        const auto x0 = randn(static_cast<size_t>(rows * n));
+        std::vector<int32_t> want[2];  // argmax of x0, of -x0
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto row = x0.begin() + r * n;
+            want[0].push_back(static_cast<int32_t>(std::max_element(row, row + n) - row));
+            want[1].push_back(static_cast<int32_t>(std::min_element(row, row + n) - row));
+        }
+        float* x = dev(x0);
+        int32_t* d_ids = gpu->alloc_array<int32_t>(static_cast<size_t>(rows));
+        auto* h = static_cast<int32_t*>(gpu->alloc_host(kSteps * static_cast<size_t>(rows) * sizeof(int32_t)));
+        std::fill(h, h + kSteps * static_cast<size_t>(rows), -7);
+        std::vector<uint64_t> tickets;
+        for (size_t i = 0; i < kSteps; ++i) {
+            ops::ArgmaxRowsParams p;
+            p.x = x;
+            p.out = d_ids;
+            p.host_out = h + i * static_cast<size_t>(rows);
+            p.rows = rows;
+            p.n = n;
+            gpu->argmax_rows(p);
+            tickets.push_back(gpu->fence());
+            gpu->scale(x, -1.0f, rows * n);
+        }
+        for (size_t i = 1; i < kSteps; ++i) EXPECT_GT(tickets[i], tickets[i - 1]);
+        for (size_t i : {size_t{8}, size_t{3}, size_t{0}, size_t{5}}) {
+            gpu->wait_fence(tickets[i]);
+            const std::vector<int32_t> got(h + i * static_cast<size_t>(rows), h + (i + 1) * static_cast<size_t>(rows));
+            EXPECT_EQ(got, want[i % 2]) << rows << " rows, step " << i;
+        }
+        gpu->synchronize();
+        EXPECT_EQ(host(d_ids, static_cast<size_t>(rows)), want[(kSteps - 1) % 2]);
+        gpu->free_host(h);
+    }
+    std::vector<int32_t> pageable(1);
+    ops::ArgmaxRowsParams p;
+    p.x = dev(std::vector<float>{1.0f, 2.0f});
+    p.out = gpu->alloc_array<int32_t>(1);
+    p.host_out = pageable.data();
+    p.rows = 1;
+    p.n = 2;
+    EXPECT_THROW(gpu->argmax_rows(p), Error) << "host_out must come from alloc_host";
+    gpu->wait_fence(0);  // ticket 0: nothing to wait for
+}
+
+// feed_tokens against the CPU: host ids kept, fed ones taken from `ids`, ids outside
+// the vocabulary (argmax error codes, too large) replaced by 0; 1 .. 600 tokens.
+TEST_F(CudaOps, FeedTokensMatchCpu) {
+    constexpr int64_t kVocab = 1000;
+    for (int64_t n : {1, 7, 256, 600}) {
+        std::uniform_int_distribution<int32_t> tok(0, kVocab - 1), row(-1, static_cast<int32_t>(n - 1));
+        std::vector<int32_t> tokens(static_cast<size_t>(n)), from(static_cast<size_t>(n)), ids(static_cast<size_t>(n));
+        for (int64_t t = 0; t < n; ++t) {
+            tokens[static_cast<size_t>(t)] = tok(rng);
+            from[static_cast<size_t>(t)] = row(rng);
+            ids[static_cast<size_t>(t)] = t % 5 == 1 ? -3 : t % 7 == 2 ? static_cast<int32_t>(kVocab) : tok(rng);
+        }
+        from[0] = 0;
+        std::vector<int32_t> want(static_cast<size_t>(n));
+        cpu->feed_tokens({tokens.data(), from.data(), ids.data(), want.data(), n, kVocab});
+        int32_t* out = dev(std::vector<int32_t>(static_cast<size_t>(n), -7));
+        gpu->feed_tokens({dev(tokens), dev(from), dev(ids), out, n, kVocab});
+        EXPECT_EQ(host(out, static_cast<size_t>(n)), want) << n << " tokens";
+        for (int32_t v : want) EXPECT_TRUE(v >= 0 && v < kVocab);
+    }
+}
+
 // The fused head norm + RoPE and the output scale, against the CPU's fused ops.
 TEST_F(CudaOps, RmsNormFusedScaleAndRope) {
     const int64_t T = 3, heads = 4;

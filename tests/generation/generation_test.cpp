@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,90 @@ TEST(Generation, DeviceArgmaxGivesTheHostSamplersTokens) {
             }
         }
     }
+}
+
+// Pipelined greedy steps (each queued before the host reads the previous step's id,
+// which it takes on the device) give what one step at a time gives: tokens, text,
+// finish reason, and the cache afterwards, with the step that was queued past an
+// EOG token or the n_predict-th token truncated away. The EOG token is each of the
+// first greedy tokens in turn, so the truncated position falls on every offset of the
+// 4-position blocks (sliding window 8); a next chat turn then reuses the cache alike.
+TEST(Generation, PipelinedGreedyEqualsOneStepAtATime) {
+    for (const Reference& r : fixture().prompts) {
+        for (size_t k = 0; k < std::min<size_t>(confident_steps(r), 8); ++k) {
+            const tokenizer::Tokenizer tok = test_tokenizer(r.greedy[k]);
+            GenerationResult res[2];
+            int32_t length[2] = {0, 0};
+            std::vector<int32_t> cached[2], next_turn[2];
+            for (const bool pipeline : {false, true}) {
+                auto ctx = make_context();
+                Generator gen(*ctx, &tok);
+                GenerationParams p = greedy(k % 2 == 0 ? 12 : static_cast<int32_t>(k));
+                p.pipeline = pipeline;
+                res[pipeline] = gen.generate(r.ids, p);
+                length[pipeline] = ctx->seq_length(0);
+                cached[pipeline] = gen.cached();
+                std::vector<int32_t> second = r.ids;
+                second.insert(second.end(), res[pipeline].tokens.begin(), res[pipeline].tokens.end());
+                second.push_back(7);
+                p.n_predict = 3;
+                next_turn[pipeline] = gen.generate(second, p).tokens;
+            }
+            const std::string where = "prompt of " + std::to_string(r.ids.size()) + ", EOG " + std::to_string(k);
+            EXPECT_EQ(res[1].tokens, res[0].tokens) << where;
+            EXPECT_EQ(res[1].text, res[0].text) << where;
+            EXPECT_EQ(res[1].finish_reason, res[0].finish_reason) << where;
+            EXPECT_EQ(res[1].n_decoded_generated, res[0].n_decoded_generated) << where;
+            EXPECT_EQ(length[1], length[0]) << where << ": the queued step past the end is dropped";
+            EXPECT_EQ(cached[1], cached[0]) << where;
+            EXPECT_EQ(next_turn[1], next_turn[0]) << where;
+        }
+    }
+}
+
+// A KV cache of 12 positions: the step queued at position 12 is refused, the loop
+// reads that token first, as one step at a time does, and both throw on the decode
+// that does not fit, after the same tokens.
+TEST(Generation, PipelinedGreedyWhenTheCacheFills) {
+    std::vector<int32_t> seen[2];
+    for (const bool pipeline : {false, true}) {
+        ContextOptions o;
+        o.n_ctx = 64;
+        o.kv_block_size = 4;
+        o.kv_tokens = 12;
+        o.n_threads = 2;
+        auto ctx = Context::create(*fixture().model, o);
+        Generator gen(*ctx, nullptr);
+        GenerationParams p = greedy(-1);
+        p.pipeline = pipeline;
+        GenerationCallbacks cb;
+        cb.on_token = [&](int32_t t) { seen[pipeline].push_back(t); };
+        EXPECT_THROW(gen.generate(fixture().prompts[0].ids, p, cb), Error);
+        EXPECT_EQ(ctx->seq_length(0), 12);
+    }
+    EXPECT_EQ(seen[1], seen[0]);
+    EXPECT_EQ(seen[0].size(), 12u);
+}
+
+// A callback that throws on the third token: the step queued behind it is dropped, so
+// the cache ends where one step at a time leaves it.
+TEST(Generation, PipelinedStepDroppedWhenACallbackThrows) {
+    int32_t length[2] = {0, 0};
+    for (const bool pipeline : {false, true}) {
+        auto ctx = make_context();
+        Generator gen(*ctx, nullptr);
+        GenerationParams p = greedy(10);
+        p.pipeline = pipeline;
+        GenerationCallbacks cb;
+        int calls = 0;
+        cb.on_token = [&](int32_t) {
+            if (++calls == 3) throw std::runtime_error("client went away");
+        };
+        EXPECT_THROW(gen.generate(fixture().prompts[2].ids, p, cb), std::runtime_error);
+        length[pipeline] = ctx->seq_length(0);
+    }
+    EXPECT_EQ(length[1], length[0]);
+    EXPECT_EQ(length[0], static_cast<int32_t>(fixture().prompts[2].ids.size()) + 2);
 }
 
 TEST(Generation, SeedReproducibility) {

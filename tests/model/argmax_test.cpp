@@ -69,7 +69,87 @@ void expect_argmax_equals_logits_argmax(const Fixture& fx, ContextOptions o, int
     }
 }
 
+// kPreviousArgmax: context `fed` queues step k+1 with every sequence's token taken
+// from step k's argmax on the backend, then reads step k's ids (decodes_back 1);
+// context `host` reads each step's ids and gives them back as token ids. Same
+// batches, so the same ids, step after step (graphs on CUDA: eager, recorded, replayed).
+void expect_fed_steps_equal_host_steps(const Fixture& fx, ContextOptions o) {
+    const auto P = static_cast<int32_t>(fx.prompts.size());
+    o.n_seq_max = P;
+    o.n_ubatch = 512;  // the prompts' last outputs in the decode's last micro-batch
+    auto host = Context::create(*fx.model, o), fed = Context::create(*fx.model, o);
+    const std::vector<BatchToken> prompts = prompt_batch(fx, 0);
+    host->decode(prompts, DecodeOutputs::argmax);
+    fed->decode(prompts, DecodeOutputs::argmax);
+    // Each sequence's last output row of a decode.
+    std::vector<int32_t> last_row(static_cast<size_t>(P), -1);
+    for (size_t i = 0; i < prompts.size(); ++i) last_row[static_cast<size_t>(prompts[i].seq)] = static_cast<int32_t>(i);
+    std::vector<int32_t> fed_prev(static_cast<size_t>(P));  // step k-1's ids, from `fed`
+    for (int32_t s = 0; s < P; ++s) fed_prev[static_cast<size_t>(s)] = fed->argmax(last_row[static_cast<size_t>(s)]);
+    for (int step = 0; step <= kSteps; ++step) {
+        std::vector<BatchToken> hb, fb;
+        for (int32_t s = 0; s < P; ++s) {
+            hb.push_back({host->argmax(last_row[static_cast<size_t>(s)]), s, host->seq_length(s), true});
+            fb.push_back({kPreviousArgmax, s, fed->seq_length(s), true});
+        }
+        host->decode(hb, DecodeOutputs::argmax);
+        fed->decode(fb, DecodeOutputs::argmax);
+        for (int32_t s = 0; s < P; ++s) {
+            // The decode before the last is still readable, and fed what host was given.
+            EXPECT_EQ(fed->argmax(last_row[static_cast<size_t>(s)], 1), fed_prev[static_cast<size_t>(s)]);
+            EXPECT_EQ(hb[static_cast<size_t>(s)].token, fed_prev[static_cast<size_t>(s)]) << "step " << step;
+            last_row[static_cast<size_t>(s)] = s;
+        }
+        for (int32_t s = 0; s < P; ++s) fed_prev[static_cast<size_t>(s)] = fed->argmax(s);
+    }
+    for (int32_t s = 0; s < P; ++s) EXPECT_EQ(host->argmax(s), fed->argmax(s)) << "last step, sequence " << s;
+}
+
 }  // namespace
+
+TEST_P(DecodeArgmax, PreviousArgmaxFedOnTheBackendOnCpu) {
+    expect_fed_steps_equal_host_steps(*fixture(GetParam()), small_context());
+}
+
+TEST_P(DecodeArgmax, PreviousArgmaxFedOnTheBackendOnCuda) {
+    if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    ContextOptions o = small_context();
+    o.backend = BackendKind::cuda;
+    expect_fed_steps_equal_host_steps(*fixture(GetParam()), o);
+}
+
+// What kPreviousArgmax needs: an argmax decode before with an output of the sequence
+// in its last micro-batch, and the token in this batch's first micro-batch; and
+// decodes_back is 0 or 1. A refused batch writes nothing.
+TEST_P(DecodeArgmax, PreviousArgmaxRules) {
+    const Fixture& fx = *fixture(GetParam());
+    ContextOptions o = small_context(2);
+    o.n_ubatch = 2;
+    auto ctx = Context::create(*fx.model, o);
+    const std::vector<int32_t>& ids = fx.prompts[1].ids;
+    ASSERT_GE(ids.size(), 3u);
+    EXPECT_THROW(ctx->decode({{kPreviousArgmax, 0, 0, true}}, DecodeOutputs::argmax), Error) << "no decode before";
+    EXPECT_THROW(ctx->argmax(0, 1), Error) << "no decode before the last";
+    ctx->decode({{ids[0], 0, 0, true}, {ids[1], 0, 1, false}, {ids[2], 1, 0, true}}, DecodeOutputs::argmax);
+    // Sequence 0's output was in the first micro-batch of two.
+    EXPECT_THROW(ctx->decode({{kPreviousArgmax, 0, 2, true}}, DecodeOutputs::argmax), Error);
+    EXPECT_EQ(ctx->seq_length(0), 2);
+    // A fed token past the first micro-batch.
+    EXPECT_THROW(ctx->decode({{ids[0], 0, 2, false}, {ids[1], 0, 3, false}, {kPreviousArgmax, 1, 1, true}},
+                             DecodeOutputs::argmax),
+                 Error);
+    EXPECT_EQ(ctx->seq_length(1), 1);
+    EXPECT_THROW(ctx->argmax(0, 2), Error);
+    EXPECT_THROW(ctx->argmax(0, -1), Error);
+    ctx->decode({{kPreviousArgmax, 1, 1, true}}, DecodeOutputs::argmax);
+    EXPECT_EQ(ctx->seq_length(1), 2);
+    EXPECT_NO_THROW(ctx->argmax(1, 1));
+    ctx->decode({{ids[0], 0, 2, true}}, DecodeOutputs::logits);
+    EXPECT_THROW(ctx->decode({{kPreviousArgmax, 0, 3, true}}, DecodeOutputs::argmax), Error)
+        << "the decode before returned logits";
+    EXPECT_THROW(ctx->decode({{-2, 0, 3, true}}, DecodeOutputs::argmax), Error) << "other negative ids";
+    EXPECT_EQ(ctx->seq_length(0), 3);
+}
 
 TEST_P(DecodeArgmax, EqualsArgmaxOfLogitsOnCpu) {
     for (int32_t ub : {16, 512})

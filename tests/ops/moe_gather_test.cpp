@@ -406,6 +406,19 @@ std::pair<std::vector<E>, std::vector<E>> store_two_tokens(ops::KvType t, const 
 // An f16 cache: each value rounded to nearest even (quant::fp32_to_fp16, ggml's
 // rounding), including values that overflow the half range (to inf) and underflow
 // it (to subnormals and zero); block copies move the 2-byte values unchanged.
+// kPreviousArgmax's op: host ids where from < 0, else the previous step's id, an id
+// outside [0, n_vocab) (argmax error codes) replaced by 0.
+TEST(Gather, FeedTokensTakesThePreviousIds) {
+    const std::vector<int32_t> tokens = {5, 6, 7, 8, 9, 10};
+    const std::vector<int32_t> from = {-1, 2, 0, 1, 3, -1};
+    const std::vector<int32_t> ids = {42, -1, 99, 100};  // -1: kArgmaxNaN-like; 100 = n_vocab
+    std::vector<int32_t> out(6, -7);
+    backends().one->feed_tokens({tokens.data(), from.data(), ids.data(), out.data(), 6, 100});
+    EXPECT_EQ(out, (std::vector<int32_t>{5, 99, 42, 0, 0, 10}));
+    backends().one->feed_tokens({tokens.data(), from.data(), ids.data(), out.data(), 0, 100});  // nothing
+    EXPECT_EQ(out[0], 5);
+}
+
 TEST(Gather, KvStoreF16RoundsEachValue) {
     const int64_t row = kStoreRow, bs = kStoreBs;
     std::vector<float> k = randn(size_t(2 * row), 5), v = randn(size_t(2 * row), 6);

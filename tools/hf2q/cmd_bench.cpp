@@ -28,7 +28,7 @@ constexpr double kPeakCopyGBs = 4300.0;
 struct BenchOptions {
     std::string model, prompts = "512", gens = "128", batches = "", depths = "0", backend = "cpu";
     int32_t reps = 3, threads = 0, ubatch = 512, n_ctx = 0;
-    bool json = false, profile = false;
+    bool json = false, profile = false, no_pipeline = false;
     DeviceFlags device;
 };
 
@@ -105,8 +105,14 @@ ContextOptions context_for(const BenchOptions& o, int32_t n_seq, int32_t n_ctx, 
 // is timed. With reset_profile the op profile covers the timed part only. A prompt
 // test returns the logits of its last token; a generation step returns only each
 // sequence's argmax (DecodeOutputs::argmax), as a server sampling greedily on the
-// device would, so no step copies n_vocab logits per sequence to the host.
-double run_once(Context& ctx, const Test& t, int64_t n_vocab, std::mt19937& rng, bool reset_profile) {
+// device would, so no step copies n_vocab logits per sequence to the host, and the
+// host reads every step's ids. Steps get random ids, as llama-bench's. Pipelined (how
+// hf2q generate's greedy loop runs), step i + 1 is queued before the host reads step
+// i's ids; otherwise the host reads a step's ids before queuing the next. (The
+// generator feeds step i's ids to step i + 1 on the device, kPreviousArgmax, at the
+// same speed; a bench cannot: a greedy chain on hf2q synth's random weights repeats
+// one token, and every sequence of a batch would route to the same experts.)
+double run_once(Context& ctx, const Test& t, int64_t n_vocab, std::mt19937& rng, bool reset_profile, bool pipeline) {
     // All slots are cleared: a larger-batch test before this one in the group must
     // not leave sequences holding cache blocks.
     for (int32_t s = 0; s < ctx.options().n_seq_max; ++s) ctx.seq_remove(s);
@@ -120,15 +126,24 @@ double run_once(Context& ctx, const Test& t, int64_t n_vocab, std::mt19937& rng,
     const double t0 = now();
     if (t.prompt) {
         ctx.decode(random_tokens(rng, n_vocab, 0, t.depth, t.n, true));
-    } else {
-        std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(n_vocab - 1));
-        std::vector<BatchToken> step(static_cast<size_t>(t.batch));
-        for (int32_t i = 0; i < t.n; ++i) {
-            for (int32_t s = 0; s < t.batch; ++s) step[static_cast<size_t>(s)] = {d(rng), s, t.depth + i, true};
-            ctx.decode(step, DecodeOutputs::argmax);
-        }
+        return now() - t0;
     }
-    return now() - t0;
+    std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(n_vocab - 1));
+    std::vector<BatchToken> step(static_cast<size_t>(t.batch));
+    int64_t check = 0;  // keeps the ids' reads
+    auto read_ids = [&](int32_t decodes_back) {
+        for (int32_t s = 0; s < t.batch; ++s) check += ctx.argmax(s, decodes_back);
+    };
+    for (int32_t i = 0; i < t.n; ++i) {
+        for (int32_t s = 0; s < t.batch; ++s) step[static_cast<size_t>(s)] = {d(rng), s, t.depth + i, true};
+        ctx.decode(step, DecodeOutputs::argmax);
+        if (!pipeline) read_ids(0);
+        else if (i > 0) read_ids(1);
+    }
+    if (pipeline) read_ids(0);
+    const double secs = now() - t0;
+    if (check < 0) fail("bench: a negative token id");  // never: argmax() throws first
+    return secs;
 }
 
 // Runs tests that share one context (all prompt tests, or all generation tests):
@@ -157,13 +172,13 @@ void run_group(const Model& m, const BenchOptions& o, std::vector<Result*> group
     const int64_t V = m.info().n_vocab;
     for (Result* r : group) {
         if (profile) {
-            run_once(*ctx, r->spec, V, rng, false);  // warm-up
-            r->profile_secs = run_once(*ctx, r->spec, V, rng, true);
+            run_once(*ctx, r->spec, V, rng, false, !o.no_pipeline);  // warm-up
+            r->profile_secs = run_once(*ctx, r->spec, V, rng, true, !o.no_pipeline);
             r->profile = ctx->op_profile();
             continue;
         }
         for (int32_t rep = -1; rep < o.reps; ++rep) {  // rep -1 warms up
-            const double s = run_once(*ctx, r->spec, V, rng, false);
+            const double s = run_once(*ctx, r->spec, V, rng, false, !o.no_pipeline);
             if (rep >= 0) r->secs.push_back(s);
         }
     }
@@ -211,12 +226,15 @@ int run_bench(const std::vector<std::string>& args) {
     BenchOptions o;
     ArgParser p("bench", "-m MODEL [options]",
                 "Measure prompt processing (pp) and generation (tg) throughput, mean ± sd over\n"
-                "repetitions after one warm-up, like llama-bench. Prompt tokens are random ids.\n"
+                "repetitions after one warm-up, like llama-bench. Tokens are random ids.\n"
                 "Tests: pp<N> for each prompt length and depth; [b<B>-]tg<N> for each generation\n"
                 "length, batch and depth (B sequences, one token each per step). A depth D\n"
                 "(shown as '@ dD') first fills each sequence with D tokens, untimed.\n"
                 "Generation steps sample greedily on the device (only each sequence's argmax\n"
-                "is copied back, not its logits); prompt tests return the last token's logits.");
+                "is copied back, not its logits) and are pipelined as in hf2q generate: step\n"
+                "i+1 is queued before the host reads step i's ids (--no-pipeline: each step's\n"
+                "ids are read before the next is queued). Prompt tests return the last token's\n"
+                "logits.");
     p.option("-m,--model", "FILE", "GGUF model", &o.model, true);
     p.option("-p,--n-prompt", "LIST", "prompt lengths, comma-separated (empty: none)", &o.prompts);
     p.option("-n,--n-gen", "LIST", "generated tokens per test, comma-separated (empty: none)", &o.gens);
@@ -232,6 +250,9 @@ int run_bench(const std::vector<std::string>& args) {
     p.option("-c,--ctx-size,--n-ctx", "N", "positions per sequence (0: the longest test's depth + tokens)", &o.n_ctx);
     p.flag("--profile", "time every op in one extra run of each test and print a per-op table per test",
            &o.profile);
+    p.flag("--no-pipeline",
+           "generation steps one at a time: the host reads each step's ids before queuing the next",
+           &o.no_pipeline);
     p.flag("--json", "print results as JSON", &o.json);
     if (!p.parse(args)) return 0;
     parse_backend(o.backend);  // fail early on a bad name or device flag
@@ -288,7 +309,8 @@ int run_bench(const std::vector<std::string>& args) {
                                 {"tps_mean", tps}, {"tps_sd", r.sd_tps()}, {"tflops", tflops}, {"gbs", gbs},
                                 {"backend", o.backend}, {"model", info.name}, {"params", info.n_params},
                                 {"bytes", info.n_bytes}, {"type_k", o.device.cache_type},
-                                {"type_v", o.device.cache_type}, {"n_ubatch", o.ubatch}};
+                                {"type_v", o.device.cache_type}, {"n_ubatch", o.ubatch},
+                                {"pipeline", !prompt && !o.no_pipeline}};
             if (o.profile) j["profile"] = profile_json(r);
             out.push_back(std::move(j));
         } else {

@@ -29,6 +29,7 @@ class CpuBackend final : public ops::Backend {
     void scatter_add(const ops::ScatterAddParams& p) override { cpu::scatter_add(ctx_, p); }
     void kv_store(const ops::KvStoreParams& p) override { cpu::kv_store(ctx_, p); }
     void copy_blocks(const ops::CopyBlocksParams& p) override { cpu::copy_blocks(ctx_, p); }
+    void feed_tokens(const ops::FeedTokensParams& p) override { cpu::feed_tokens(ctx_, p); }
     void argmax_rows(const ops::ArgmaxRowsParams& p) override { cpu::argmax_rows(ctx_, p); }
 
     void add(const float* a, const float* b, float* y, int64_t n) override {

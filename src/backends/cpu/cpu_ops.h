@@ -51,6 +51,7 @@ void gather_rows(Context& c, const ops::GatherRowsParams& p);
 void scatter_add(Context& c, const ops::ScatterAddParams& p);
 void kv_store(Context& c, const ops::KvStoreParams& p);
 void copy_blocks(Context& c, const ops::CopyBlocksParams& p);
+void feed_tokens(Context& c, const ops::FeedTokensParams& p);
 void argmax_rows(Context& c, const ops::ArgmaxRowsParams& p);
 void add(Context& c, const float* a, const float* b, float* y, int64_t n);
 void scale(Context& c, float* x, float s, int64_t n);

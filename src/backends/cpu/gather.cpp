@@ -110,4 +110,16 @@ void copy_blocks(Context& c, const ops::CopyBlocksParams& p) {
     });
 }
 
+void feed_tokens(Context&, const ops::FeedTokensParams& p) {
+    HF2Q_ASSERT(p.n >= 0 && p.n_vocab > 0);
+    for (int64_t t = 0; t < p.n; ++t) {
+        if (p.from[t] < 0) {
+            p.out[t] = p.tokens[t];
+            continue;
+        }
+        const int32_t id = p.ids[p.from[t]];
+        p.out[t] = id >= 0 && id < p.n_vocab ? id : 0;
+    }
+}
+
 }  // namespace hf2q::cpu

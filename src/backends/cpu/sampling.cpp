@@ -38,8 +38,10 @@ void argmax_rows(Context& c, const ops::ArgmaxRowsParams& p) {
     const int64_t stride = ops::argmax_stride(p);
     c.pool.parallel_for(p.rows, std::max<int64_t>(1, kScanGrain / p.n),
                         [&](int64_t r0, int64_t r1, int) {
-                            for (int64_t r = r0; r < r1; ++r)
+                            for (int64_t r = r0; r < r1; ++r) {
                                 p.out[r] = argmax_row(p.x + r * stride, p.n);
+                                if (p.host_out) p.host_out[r] = p.out[r];
+                            }
                         });
 }
 

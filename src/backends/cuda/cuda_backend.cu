@@ -55,6 +55,7 @@ public:
         HF2Q_CUDA_CHECK(cudaSetDevice(o.device));
         HF2Q_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+        for (cudaEvent_t& e : fenced_) HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         if (!o.workspaces) return;  // a memory holder: no ops run on it
         if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) fail("cannot create a cuBLAS handle");
         if (cublasSetWorkspace(cublas_, alloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
@@ -101,6 +102,7 @@ public:
             cudaStreamDestroy(side_);
         }
         cudaEventDestroy(uploaded_);
+        for (cudaEvent_t e : fenced_) cudaEventDestroy(e);
         cudaStreamDestroy(stream_);
     }
 
@@ -154,6 +156,20 @@ public:
         if (side_) HF2Q_CUDA_CHECK(cudaStreamSynchronize(side_));  // an unjoined side chain's results
         HF2Q_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    // Waits for the side chain through an event rather than on the host.
+    uint64_t fence() override {
+        if (side_) rejoin_side();
+        const uint64_t ticket = ++fences_;
+        HF2Q_CUDA_CHECK(cudaEventRecord(fenced_[ticket % kFenceEvents], stream_));
+        return ticket;
+    }
+    // An event recorded again for a later ticket completes after this ticket's work
+    // (one stream): waiting on it is later than needed, never too early.
+    void wait_fence(uint64_t ticket) override {
+        if (ticket == 0) return;
+        HF2Q_ASSERT(ticket <= fences_);
+        HF2Q_CUDA_CHECK(cudaEventSynchronize(fenced_[ticket % kFenceEvents]));
     }
     std::unique_ptr<ops::Graph> capture(const std::function<void()>& body) override {
         if (side_) rejoin_side();  // a stale chain's events must not enter the capture
@@ -215,6 +231,17 @@ public:
         return p;
     }
     void free_host(void* p) override { cudaFreeHost(p); }
+    // The device's address of alloc_host memory (the same one under unified addressing).
+    template <class T>
+    static T* device_view(T* host) {
+        void* d = nullptr;
+        if (cudaHostGetDevicePointer(&d, host, 0) != cudaSuccess) {
+            cudaGetLastError();
+            fail("CUDA: host memory at ", static_cast<const void*>(host),
+                 " is not mapped for the device (allocate it with alloc_host)");
+        }
+        return static_cast<T*>(d);
+    }
     uint64_t allocated_bytes() const override { return allocated_; }
     size_t free_memory() const override {
         size_t free_b = 0, total_b = 0;
@@ -311,8 +338,11 @@ public:
     void scatter_add(const ops::ScatterAddParams& p) override { launch_scatter_add(p, cur_stream()); }
     void kv_store(const ops::KvStoreParams& p) override { launch_kv_store(p, cur_stream()); }
     void copy_blocks(const ops::CopyBlocksParams& p) override { launch_copy_blocks(p, cur_stream()); }
+    void feed_tokens(const ops::FeedTokensParams& p) override { launch_feed_tokens(p, cur_stream()); }
     void argmax_rows(const ops::ArgmaxRowsParams& p) override {
-        launch_argmax_rows(p, on_side_ ? ArgmaxWorkspace{} : argmax_ws_, cur_stream());
+        ops::ArgmaxRowsParams q = p;
+        if (q.host_out) q.host_out = device_view(q.host_out);
+        launch_argmax_rows(q, on_side_ ? ArgmaxWorkspace{} : argmax_ws_, cur_stream());
     }
     void add(const float* a, const float* b, float* y, int64_t n) override { launch_add(a, b, y, n, cur_stream()); }
     void scale(float* x, float s, int64_t n) override { launch_scale(x, s, n, cur_stream()); }
@@ -352,6 +382,11 @@ private:
     cudaStream_t stream_ = nullptr;
     cudaEvent_t uploaded_ = nullptr;  // recorded after each upload_async
     bool uploads_pending_ = false;    // an upload_async since the last wait_uploads
+    // fence()'s tickets count from 1; ticket t recorded fenced_[t % 4] (two decodes'
+    // ids are awaited at most: runtime/context_impl.h).
+    static constexpr uint64_t kFenceEvents = 4;
+    cudaEvent_t fenced_[kFenceEvents] = {};
+    uint64_t fences_ = 0;
     cublasHandle_t cublas_ = nullptr;
     GemmWorkspace ws_;
     MatmulEnv env_;

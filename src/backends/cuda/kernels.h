@@ -70,6 +70,7 @@ void launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t s);
 void launch_scatter_add(const ops::ScatterAddParams& p, cudaStream_t s);
 void launch_kv_store(const ops::KvStoreParams& p, cudaStream_t s);
 void launch_copy_blocks(const ops::CopyBlocksParams& p, cudaStream_t s);
+void launch_feed_tokens(const ops::FeedTokensParams& p, cudaStream_t s);
 // Scratch for argmax_rows over few long rows (a decode step's logits): each row's
 // values split over several blocks, the last of them to finish reducing their bests
 // (sampling.cu). `arrived`: zeroed counters, one per row, used by no other stream

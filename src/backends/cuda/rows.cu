@@ -83,7 +83,27 @@ __global__ void copy_blocks_kernel(ops::CopyBlocksParams p) {
     }
 }
 
+__global__ void feed_tokens_kernel(ops::FeedTokensParams p) {
+    pdl_begin();
+    for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < p.n;
+         t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int32_t from = p.from[t];
+        if (from < 0) {
+            p.out[t] = p.tokens[t];
+            continue;
+        }
+        const int32_t id = p.ids[from];
+        p.out[t] = id >= 0 && id < p.n_vocab ? id : 0;
+    }
+}
+
 }  // namespace
+
+void launch_feed_tokens(const ops::FeedTokensParams& p, cudaStream_t s) {
+    if (p.n <= 0) return;
+    launch(feed_tokens_kernel, grid_1d(p.n, 256), 256, 0, s, p);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
 
 void launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t s) {
     if (p.n_rows * p.n <= 0) return;

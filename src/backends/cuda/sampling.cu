@@ -129,13 +129,19 @@ __device__ int32_t result_of(const BlockBest& r) {
     return r.b.i;
 }
 
+// host_out is mapped host memory: the store crosses PCIe once, after the device copy.
+__device__ __forceinline__ void write_result(const ops::ArgmaxRowsParams& p, int64_t r, int32_t id) {
+    p.out[r] = id;
+    if (p.host_out) p.host_out[r] = id;
+}
+
 __global__ void __launch_bounds__(kMaxThreads)
     argmax_rows_kernel(ops::ArgmaxRowsParams p, int64_t stride) {
     pdl_begin();
     for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
         bool nan = false;
         const BlockBest best = block_best(scan_row(p.x + r * stride, static_cast<int32_t>(p.n), nan), nan);
-        if (threadIdx.x == 0) p.out[r] = result_of(best);
+        if (threadIdx.x == 0) write_result(p, r, result_of(best));
         __syncthreads();  // the next row rewrites block_best's arrays
     }
 }
@@ -180,7 +186,7 @@ __global__ void __launch_bounds__(kSplitThreads)
         mine_nan = __ldcg(part + 4 * threadIdx.x + 2) != 0;
     }
     const BlockBest row = block_best(mine, mine_nan);
-    if (threadIdx.x == 0) p.out[r] = result_of(row);
+    if (threadIdx.x == 0) write_result(p, r, result_of(row));
 }
 
 // About 16 values per thread, whole warps, at most kMaxThreads.

@@ -73,6 +73,7 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
     out_rows_ = buf(kHeadChunk * H);
     logits_ = buf(kHeadChunk * c.n_vocab);
     argmax_ids_ = be.alloc_array<int32_t>(sz(T));
+    fed_tokens_ = be.alloc_array<int32_t>(sz(T));
     auto place = [&](const std::vector<float>& v) {
         if (v.empty()) return static_cast<float*>(nullptr);
         float* d = buf(static_cast<int64_t>(v.size()));
@@ -147,51 +148,72 @@ int64_t Forward::key_bucket(int64_t max_keys) {
 }
 
 // Decode-sized batches (no host synchronisation inside: MoE grouping on the device,
-// one LM-head chunk) replay a graph per (tokens, output rows, output kind, key bucket):
+// one LM-head chunk) replay a graph per (tokens, output rows, output kind, key bucket,
+// fed or not, and for argmax the host buffer the ids go to: the context alternates
+// two, so a step's ids are never overwritten by the step queued after it):
 // the first batch of a key runs eagerly (workspaces reach their size), the second
 // records the graph, later ones only launch it. Batch contents live in the same
 // buffers every step, so the recorded pointers stay valid; every run of a key uses
 // the bucket as its key bound, so the eager, recorded and replayed steps split
 // attention alike.
-void Forward::run(const BatchView& batch, const std::vector<LayerKv>& kv, const HeadOutput& out) {
+uint64_t Forward::run(const BatchView& batch, const std::vector<LayerKv>& kv, const HeadOutput& out) {
     HF2Q_ASSERT(batch.n_tokens > 0 && batch.n_tokens <= max_tokens_);
     HF2Q_ASSERT(batch.n_out >= 0 && batch.n_out <= batch.n_tokens);
     HF2Q_ASSERT(batch.n_out == 0 ||
                 (out.mode == DecodeOutputs::logits ? out.logits != nullptr : out.ids != nullptr));
     const bool replayable = graphs_ && !observer_ && batch.n_tokens <= kMoeDeviceTokens &&
                             batch.n_out <= kHeadChunk && !be_.host_memory();
+    ids_fence_ = 0;
     if (!replayable) {
         layers(batch, kv);
         head(batch, out);
-        return;
+        return ids_fence_;
     }
     BatchView b = batch;
     b.max_keys = key_bucket(batch.max_keys);
-    const GraphKey key{b.n_tokens, b.n_out, out.mode, b.max_keys, b.one_token_per_sequence};
+    const GraphKey key{b.n_tokens, b.n_out, out.mode, b.max_keys, b.one_token_per_sequence, b.feed != nullptr,
+                       reinterpret_cast<uintptr_t>(out.mode == DecodeOutputs::argmax ? out.ids : nullptr)};
     auto it = graphs_by_shape_.find(key);
     if (it == graphs_by_shape_.end()) {
         graphs_by_shape_[key] = nullptr;  // seen once: eager
         layers(b, kv);
         head(b, out);
-        return;
+        return ids_fence_;
     }
     if (!it->second) {
         it->second = be_.capture([&] {
             layers(b, kv);
-            head_rows(b, 0, b.n_out, out.mode);
+            head_rows(b, 0, b.n_out, out);
         });
         if (!it->second) {  // the backend has no graphs
             graphs_ = false;
             layers(b, kv);
             head(b, out);
-            return;
+            return ids_fence_;
         }
     }
     it->second->launch();
     download_outputs(out, 0, b.n_out);
+    return ids_fence_;
 }
 
-void Forward::layers(const BatchView& b, const std::vector<LayerKv>& kv) {
+// The ids of a fed batch: the host's, with the fed tokens' taken from the previous
+// run's argmax_ids_ (its results stay there until this run's head writes them).
+const int32_t* Forward::feed_tokens(const BatchView& b) {
+    ops::FeedTokensParams p;
+    p.tokens = b.tokens;
+    p.from = b.feed;
+    p.ids = argmax_ids_;
+    p.out = fed_tokens_;
+    p.n = b.n_tokens;
+    p.n_vocab = c_.n_vocab;
+    be_.feed_tokens(p);
+    return fed_tokens_;
+}
+
+void Forward::layers(const BatchView& batch, const std::vector<LayerKv>& kv) {
+    BatchView b = batch;
+    if (b.feed) b.tokens = feed_tokens(b);
     embed(b);
     if (c_.has_ple()) per_layer_inputs(b);
     const int64_t T = b.n_tokens;

@@ -54,6 +54,9 @@ struct BatchView {
     // Every sequence has one token in the batch (decode): its earlier keys were stored
     // by earlier batches (ops::AttentionParams::earlier_keys_stored).
     bool one_token_per_sequence = false;
+    // [n_tokens] or null: token t embeds the previous run's argmax of output row
+    // feed[t] where feed[t] >= 0 (ops::FeedTokensParams; hf2q::kPreviousArgmax).
+    const int32_t* feed = nullptr;
 };
 
 // Where run() puts the results of the output rows, in host memory: with
@@ -74,8 +77,10 @@ public:
 
     // Runs the batch. Every pointer in `b` and `kv` is in the backend's memory; KV
     // rows of cache-owning layers are written into kv[il] before attention reads
-    // them. The output rows' results go to `out` (host memory).
-    void run(const BatchView& b, const std::vector<LayerKv>& kv, const HeadOutput& out);
+    // them. The output rows' results go to `out` (host memory): logits are there on
+    // return; argmax ids once the backend's wait_fence(returned ticket) returns,
+    // so the host may queue the next batch first (0: they are there already).
+    uint64_t run(const BatchView& b, const std::vector<LayerKv>& kv, const HeadOutput& out);
 
     // Replay decode-sized batches as graphs where the backend has them (default on).
     void enable_graphs(bool on) { graphs_ = on; }
@@ -107,10 +112,11 @@ private:
     void feed_forward(int64_t il, int64_t T, float out_scale, const float* next_norm);
     void ple(int64_t il, int64_t T, float out_scale, const float* next_norm);
     void head(const BatchView& b, const HeadOutput& out);
-    void head_rows(const BatchView& b, int64_t r0, int64_t n, DecodeOutputs mode);
+    void head_rows(const BatchView& b, int64_t r0, int64_t n, const HeadOutput& out);
     void head_logits(const BatchView& b, int64_t r0, int64_t n);
     void download_outputs(const HeadOutput& out, int64_t r0, int64_t n);
     void layers(const BatchView& b, const std::vector<LayerKv>& kv);
+    const int32_t* feed_tokens(const BatchView& b);
     // y = x · Wᵀ for T rows; reports x to the observer first. `name` is the GGUF
     // tensor name without "blk.N." (layer il < 0: a global tensor).
     // x_prep: x in the backend's prepared form, or nullptr (ops/prepared.h).
@@ -148,6 +154,8 @@ private:
         DecodeOutputs mode = DecodeOutputs::logits;
         int64_t max_keys = 0;  // key_bucket of the batch's max_keys
         bool one_token_per_sequence = false;  // recorded into the attention launches
+        bool fed = false;                     // BatchView::feed: a feed_tokens launch first
+        uintptr_t ids = 0;                    // HeadOutput::ids, written by the recorded argmax
         auto operator<=>(const GraphKey&) const = default;
     };
     // Recorded graphs by key; nullptr: shape seen once, not recorded.
@@ -175,6 +183,8 @@ private:
     float* out_rows_;                         // [kHeadChunk][H]
     float* logits_;                           // [kHeadChunk][n_vocab]
     int32_t* argmax_ids_;                     // [T] argmax of every output row (T ≥ n_out)
+    int32_t* fed_tokens_;                     // [T] the ids a fed batch embeds
+    uint64_t ids_fence_ = 0;                  // the fence after the last argmax (Backend::fence)
     float *inv_freq_full_ = nullptr, *inv_freq_swa_ = nullptr;  // [head_dim / 2]
     // Host mirrors for grouping tokens by expert.
     std::vector<int32_t> route_ids_host_, expert_rows_host_;

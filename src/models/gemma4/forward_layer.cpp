@@ -459,14 +459,16 @@ void Forward::ple(int64_t il, int64_t T, float out_scale, const float* next_norm
 void Forward::head(const BatchView& b, const HeadOutput& out) {
     for (int64_t r0 = 0; r0 < b.n_out; r0 += kHeadChunk) {
         const int64_t n = std::min(kHeadChunk, b.n_out - r0);
-        head_rows(b, r0, n, out.mode);
+        head_rows(b, r0, n, out);
         download_outputs(out, r0, n);
     }
 }
 
 // The results of output rows r0 .. r0+n (n <= kHeadChunk) on the backend: their
-// logits in logits_ and, for argmax, each row's argmax in argmax_ids_[r0 ..].
-void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, DecodeOutputs mode) {
+// logits in logits_ and, for argmax, each row's argmax in argmax_ids_[r0 ..] and,
+// written by the backend into host memory, out.ids[r0 ..].
+void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, const HeadOutput& out) {
+    const DecodeOutputs mode = out.mode;
     if (n <= 0) return;
     head_logits(b, r0, n);
     switch (mode) {
@@ -476,6 +478,7 @@ void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, DecodeOutputs
             ops::ArgmaxRowsParams p;
             p.x = logits_;
             p.out = argmax_ids_ + r0;
+            p.host_out = out.ids + r0;
             p.rows = n;
             p.n = c_.n_vocab;
             be_.argmax_rows(p);
@@ -484,15 +487,16 @@ void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, DecodeOutputs
     }
 }
 
-// Copies what head_rows computed for rows r0 .. r0+n into `out` (host memory).
+// Copies the logits head_rows computed for rows r0 .. r0+n into `out` (host memory);
+// argmax ids are on their way there already: a fence to wait on.
 void Forward::download_outputs(const HeadOutput& out, int64_t r0, int64_t n) {
     if (n <= 0) return;
     switch (out.mode) {
         case DecodeOutputs::logits:
             be_.download(out.logits + r0 * c_.n_vocab, logits_, sz(n * c_.n_vocab) * sizeof(float));
             return;
-        case DecodeOutputs::argmax:
-            be_.download(out.ids + r0, argmax_ids_ + r0, sz(n) * sizeof(int32_t));
+        case DecodeOutputs::argmax:  // the caller waits for ids_fence_
+            ids_fence_ = be_.fence();
             return;
     }
 }
