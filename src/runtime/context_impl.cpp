@@ -53,7 +53,8 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
     const size_t U = sz(opts.n_ubatch);
     const size_t max_seqs = std::min<size_t>(U, sz(opts.n_seq_max));
     table_width_ = ceil_div(opts.n_ctx, B);
-    // The per-token rows hold pointers at most; 16-byte aligned rows and tables.
+    // The per-token rows hold pointers at most; 16-byte aligned rows and tables. Sized
+    // for n_ubatch tokens: each micro-batch packs its rows at its own pitch (upload_ubatch).
     const auto pitch = checked_align_up(U * sizeof(void*), 16);
     const auto rows_bytes = pitch ? checked_mul(*pitch, kStepRows) : std::nullopt;
     const auto tables = checked_mul(max_seqs * 2 * sizeof(int32_t), static_cast<uint64_t>(table_width_));
@@ -61,7 +62,6 @@ ContextImpl::ContextImpl(const ModelImpl& model, const ContextOptions& opts) : m
     if (!block)
         fail("the micro-batch inputs of ", opts.n_ubatch, " tokens and ", max_seqs, " sequences of ", opts.n_ctx,
              " positions overflow a size; lower --ubatch, --ctx-size or --parallel");
-    step_pitch_ = static_cast<size_t>(*pitch);
     const size_t bytes = static_cast<size_t>(*block);
     h_step_ = std::unique_ptr<uint8_t, HostFree>(static_cast<uint8_t*>(backend_->alloc_host(bytes)),
                                                  HostFree{backend_.get()});
@@ -307,15 +307,14 @@ void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin,
     const uint64_t ticket = forward_->run(b, layer_kv_, output_slots(n_out));
     Result& r = results_[cur_];
     if (r.mode == DecodeOutputs::argmax) {
+        r.ticket = ticket;
+        r.n_pending = static_cast<int32_t>(n_out);
         if (last) {  // land() waits for them, after the caller may have queued the next decode
-            r.ticket = ticket;
-            r.n_pending = static_cast<int32_t>(n_out);
             int32_t row = 0;
             for (size_t i = begin; i < end; ++i)
                 if (batch[i].logits) r.feed_row[sz(batch[i].seq)] = row++;
-        } else {  // the next micro-batch reuses the staging buffer
-            backend_->wait_fence(ticket);
-            r.ids.insert(r.ids.end(), ids_stage_[cur_], ids_stage_[cur_] + n_out);
+        } else {
+            land(cur_);  // the next micro-batch reuses the staging buffer
         }
     }
     r.n_outputs += static_cast<int32_t>(n_out);
@@ -361,7 +360,7 @@ void ContextImpl::grow_logits(size_t floats) {
 }
 
 ContextImpl::~ContextImpl() {
-    backend_->synchronize();  // no download still writes the staging buffers
+    backend_->synchronize();  // no argmax still writes the staging buffers
     if (logits_) backend_->free_host(logits_);
     for (int32_t* stage : ids_stage_)
         if (stage) backend_->free_host(stage);

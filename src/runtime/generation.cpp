@@ -81,8 +81,6 @@ class TextStream {
     GenerationResult& result_;
 };
 
-// The token after the last decode's final output: its argmax, computed on the device
-// (greedy sampling), or the sampler's pick from its logits.
 // Truncates the sequence back to `pos` on leaving the scope while armed: a pipelined
 // step queued at `pos` that is not wanted. The newest position always truncates
 // (kv::BlockTables).
@@ -99,6 +97,8 @@ struct DropQueuedStep {
     }
 };
 
+// The token after the last decode's final output: its argmax, computed on the device
+// (greedy sampling), or the sampler's pick from its logits.
 int32_t next_token(const Context& ctx, Sampler& sampler, DecodeOutputs outputs) {
     const int32_t i = ctx.n_outputs() - 1;
     switch (outputs) {
