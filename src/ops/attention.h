@@ -69,7 +69,9 @@ struct AttentionParams {
     // (decode): the keys before each token's position were stored by earlier batches,
     // so only the key at pos[t] comes from this batch's own KV store. A device backend
     // may then fetch the earlier keys before that store has finished (CUDA: before the
-    // wait on the previous kernel). false promises nothing; results never depend on it.
+    // wait on the previous kernel), and need not look for runs of one sequence's
+    // consecutive tokens (there are none). false promises nothing; results never
+    // depend on it.
     bool earlier_keys_stored = false;
     KvType kv_type = KvType::f32;  // element type of k_pool and v_pool
     // Optional, in batches the prepared contract allows: out's rows (n_tokens rows of

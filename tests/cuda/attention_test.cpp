@@ -864,8 +864,9 @@ Recorded record_attention(const ops::AttentionParams& p, const cuda::AttentionWo
 
 // The key bound caps the split: at most one split per 2 chunks (kMinChunksPerSplit in
 // attention.cu) of 4096 / D keys of the longest visible range (the window on sliding
-// layers), never more than without a bound; one split launches no combiner. Each
-// bound's result (an eager launch, before the capture that counts) is checked too.
+// layers), never more than without a bound; past one wave of the split kernel's blocks,
+// the count of attention_wave_splits under that cap; one split launches no combiner.
+// Each bound's result (an eager launch, before the capture that counts) is checked too.
 TEST_F(CudaAttention, KeyBoundCapsSplits) {
     cudaStream_t st;
     ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
@@ -898,13 +899,39 @@ TEST_F(CudaAttention, KeyBoundCapsSplits) {
                     }
                     const int64_t keys = sliding ? std::min<int64_t>(bound, c.window) : bound;
                     const int64_t ck = 4096 / D, chunks = (keys + ck - 1) / ck;
+                    const auto cap = static_cast<int>(std::min<int64_t>(unbounded, std::max<int64_t>(1, chunks / 2)));
+                    // Past one wave of blocks, the count with the fewest waves × chunks.
+                    const int64_t blocks = p.n_tokens * p.n_kv_heads;  // GQA 2: one KV head a block
                     const auto want = static_cast<unsigned>(
-                        std::min<int64_t>(unbounded, std::max<int64_t>(1, chunks / 2)));
+                        cap > 1 ? cuda::attention_wave_splits(blocks, cuda::attention_split_slots(p, true), chunks, cap)
+                                : cap);
+                    EXPECT_LE(want, static_cast<unsigned>(cap));
                     EXPECT_EQ(r.n_split, want) << c.label() << " bound " << bound;
                     EXPECT_EQ(r.kernels, want > 1 ? 2u : 1u) << c.label() << " bound " << bound;
                 }
             }
     cudaStreamDestroy(st);
+}
+
+// The split count past one wave (attention.cu): the fewest waves × (chunks a split
+// + 1), the fewest splits on a tie; within one wave the cap itself.
+TEST(AttentionWaveSplits, FewestWavesTimesChunks) {
+    // 26B-A4B full layers at 64 sequences: 128 blocks, 264 at once, 65 chunks, cap 5.
+    // Costs 1: 1 × 66, 2: 1 × 34, 3: 2 × 23, 4: 2 × 18, 5: 3 × 14.
+    EXPECT_EQ(cuda::attention_wave_splits(128, 264, 65, 5), 2);
+    // Sliding layers: 512 blocks, 396 at once, 32 chunks, cap 2. 1: 2 × 33, 2: 3 × 17.
+    EXPECT_EQ(cuda::attention_wave_splits(512, 396, 32, 2), 2);
+    // One wave: the cap, whatever the chunks.
+    EXPECT_EQ(cuda::attention_wave_splits(8, 396, 64, 16), 16);
+    EXPECT_EQ(cuda::attention_wave_splits(128, 264, 65, 2), 2);
+    // Fewer splits win where more only add waves: 1: 1 × 5, 2: 2 × 3, 3: 3 × 3, 4: 4 × 2.
+    EXPECT_EQ(cuda::attention_wave_splits(100, 100, 4, 4), 1);
+    // A tie goes to the fewest: 1: 1 × 2, 2: 1 × 2, 3: 2 × 2.
+    EXPECT_EQ(cuda::attention_wave_splits(100, 200, 1, 3), 1);
+    // More splits win where they shorten every block by more than they add waves:
+    // 1: 2 × 101 = 202, 2: 3 × 51 = 153, 3: 5 × 35 = 175, 4: 6 × 26 = 156, 8: 12 × 14 = 168.
+    EXPECT_EQ(cuda::attention_wave_splits(150, 100, 100, 8), 2);
+    EXPECT_EQ(cuda::attention_wave_splits(300, 100, 0, 3), 1);  // no keys: the fewest waves
 }
 
 namespace {

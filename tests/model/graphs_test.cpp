@@ -100,12 +100,24 @@ namespace {
 
 class ConcurrentBranches : public ::testing::TestWithParam<std::string> {};
 
+// Two CUDA contexts for n_seq sequences that differ only in concurrent_branches:
+// [0] serial, [1] concurrent.
+void serial_and_concurrent(const Fixture& fx, int32_t n_seq, std::unique_ptr<Context> (&ctx)[2]) {
+    ContextOptions o = small_context(n_seq);
+    o.backend = BackendKind::cuda;
+    for (int c = 0; c < 2; ++c) {
+        o.concurrent_branches = c == 1;
+        ctx[c] = Context::create(*fx.model, o);
+    }
+}
+
 }  // namespace
 
 // ContextOptions::concurrent_branches: on the CUDA backend a MoE layer's routed experts
 // run on a second stream beside the dense MLP (graphs recorded with two branches; a
 // prompt above 16 tokens also sends the router's tensor-core matmul from the side
-// chain to the main stream). Two contexts that differ only in that option, fed the
+// chain to the main stream, and runs a matmul_multi's products on streams of their
+// own). Two contexts that differ only in that option, fed the
 // same prompts and decode steps (one sequence, then three at once), must give the same
 // logits bit for bit: the two chains touch disjoint buffers, so the schedule cannot
 // change a value. Dense and PLE fixtures have no side chain and check the option is
@@ -113,13 +125,8 @@ class ConcurrentBranches : public ::testing::TestWithParam<std::string> {};
 TEST_P(ConcurrentBranches, SameLogitsAsSerialBranches) {
     if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
     const Fixture& fx = *fixture(GetParam());
-    ContextOptions o = small_context(3);
-    o.backend = BackendKind::cuda;
     std::unique_ptr<Context> ctx[2];  // [0]: serial, [1]: concurrent
-    for (int c = 0; c < 2; ++c) {
-        o.concurrent_branches = c == 1;
-        ctx[c] = Context::create(*fx.model, o);
-    }
+    serial_and_concurrent(fx, 3, ctx);
     const size_t V = static_cast<size_t>(fx.n_vocab);
     auto same = [&](const char* what, int step) {
         ASSERT_EQ(ctx[0]->n_outputs(), ctx[1]->n_outputs());
@@ -151,6 +158,36 @@ TEST_P(ConcurrentBranches, SameLogitsAsSerialBranches) {
             for (auto& c : ctx) c->decode(b);
         }
         same("decode", step);
+    }
+}
+
+// Decode steps of 20 sequences at once take the tensor-core products (17+ tokens),
+// recorded and replayed as graphs: there the backend also runs a matmul_multi's
+// products (q, k, v; the dense MLP's gate and up) on streams of their own, and the
+// MoE layers skip the attention's tile plan (one token a sequence). Both contexts
+// must give the same logits, bit for bit, in every step: the eager first step, the
+// recording and the replays.
+TEST_P(ConcurrentBranches, SameLogitsWithManySequencesInGraphs) {
+    if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    const Fixture& fx = *fixture(GetParam());
+    constexpr int32_t kSeqs = 20;
+    std::unique_ptr<Context> ctx[2];  // [0]: serial, [1]: concurrent
+    serial_and_concurrent(fx, kSeqs, ctx);
+    const size_t V = static_cast<size_t>(fx.n_vocab);
+    int32_t len = 0;
+    for (int step = 0; step < 5; ++step) {
+        std::vector<BatchToken> b;
+        for (int32_t s = 0; s < kSeqs; ++s) {
+            const std::vector<int32_t>& ids = fx.prompts[static_cast<size_t>(s) % fx.prompts.size()].ids;
+            b.push_back({ids[static_cast<size_t>(len + s) % ids.size()], s, len, true});
+        }
+        for (auto& c : ctx) c->decode(b);
+        ++len;
+        ASSERT_EQ(ctx[0]->n_outputs(), kSeqs);
+        ASSERT_EQ(ctx[1]->n_outputs(), kSeqs);
+        for (int32_t i = 0; i < kSeqs; ++i)
+            ASSERT_EQ(0, std::memcmp(ctx[0]->logits(i), ctx[1]->logits(i), V * sizeof(float)))
+                << "step " << step << " output " << i;
     }
 }
 

@@ -22,6 +22,7 @@
 // f32 kernel: one block of 4 warps per (token, head), a warp per key.
 #include <algorithm>
 #include <cfloat>
+#include <cstdint>
 
 #include "backends/cuda/attention_common.cuh"
 #include "backends/cuda/gemv.h"
@@ -278,14 +279,52 @@ __global__ void attention_combine_kernel(const ops::AttentionParams p,
 #endif
 constexpr int64_t kMinChunksPerSplit = HF2Q_ATTN_MIN_CHUNKS;
 
-// The most key-range splits worth launching: the chunks of the longest visible key
-// range (max_keys, at most the window on sliding layers), kMinChunksPerSplit per
-// split. Unknown bound (max_keys == 0): kMaxSplits, i.e. no cap.
-int64_t useful_splits(const ops::AttentionParams& p) {
-    if (p.max_keys <= 0) return kMaxSplits;
+// Decode batches (one token per sequence, promised by earlier_keys_stored) skip the
+// plan and the tile kernel: the plan would find no run, and the tile kernel's launch
+// would only read that. Their two launches sat on the critical path of every layer
+// at 17+ sequences (the plan runs from kMinRun tokens: 2.3 µs a layer at 64), and
+// without the plan's flags the split kernel fetches its first keys before its wait
+// (split_fetch_early). H200, 26B-A4B, 64 sequences, with the router's batch copy
+// (weights.cpp): 4,636 / 4,628 -> 4,671 / 4,678 tokens/s (docs/performance.md,
+// session 33). 1: plan whenever n_tokens >= kMinRun, as before, for the A/B.
+#ifndef HF2Q_ATTN_PLAN_ALWAYS
+#define HF2Q_ATTN_PLAN_ALWAYS 0
+#endif
+constexpr bool kPlanAlways = HF2Q_ATTN_PLAN_ALWAYS != 0;
+
+// Chunks of the longest visible key range (max_keys > 0: known; at most the window
+// on sliding layers).
+int64_t split_chunks(const ops::AttentionParams& p) {
     const int64_t keys = p.window > 0 ? std::min<int64_t>(p.max_keys, p.window) : p.max_keys;
     const int64_t ck = attn::split_chunk_keys(p.head_dim, ops::kv_type_bytes(p.kv_type));
-    return std::max<int64_t>(1, (keys + ck - 1) / ck / kMinChunksPerSplit);
+    return (keys + ck - 1) / ck;
+}
+
+// The most key-range splits worth launching: kMinChunksPerSplit chunks of the
+// longest visible key range per split. Unknown bound (max_keys == 0): kMaxSplits,
+// i.e. no cap.
+int64_t useful_splits(const ops::AttentionParams& p) {
+    if (p.max_keys <= 0) return kMaxSplits;
+    return std::max<int64_t>(1, split_chunks(p) / kMinChunksPerSplit);
+}
+
+// Batches whose blocks fill more than one wave of the split kernel (many decode
+// sequences) take attention_wave_splits (kernels.h). Why: at 64 sequences the
+// 26B-A4B's full layers (head size 512, 8 heads a block, 2 blocks an SM by shared
+// memory) ran 5 splits, 640 blocks, in 2.4 waves of 264; 2 splits run in one. H200,
+// 64 sequences at 1,024: 4,719 / 4,718 -> 4,756 / 4,758 tokens/s (docs/performance.md,
+// session 33).
+// 0: the splits of the rule above alone, for the A/B.
+#ifndef HF2Q_ATTN_WAVE_SPLITS
+#define HF2Q_ATTN_WAVE_SPLITS 1
+#endif
+constexpr bool kWaveSplits = HF2Q_ATTN_WAVE_SPLITS != 0;
+
+// Query heads a split block serves: the largest power of two ≤ 8 dividing the GQA
+// group, so they share K/V loads.
+int split_heads_per_block(const ops::AttentionParams& p) {
+    const int64_t group = p.n_heads / p.n_kv_heads;
+    return group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
 }
 
 int sm_count() {
@@ -296,6 +335,24 @@ int sm_count() {
 }
 
 }  // namespace
+
+int attention_wave_splits(int64_t blocks, int64_t slots, int64_t chunks, int most) {
+    HF2Q_ASSERT(blocks > 0 && slots > 0 && chunks >= 0 && most >= 1);
+    if (blocks * most <= slots) return most;
+    int best = most;
+    int64_t best_cost = INT64_MAX;
+    for (int n = 1; n <= most; ++n) {
+        const int64_t waves = (blocks * n + slots - 1) / slots;
+        const int64_t cost = waves * ((chunks + n - 1) / n + 1);
+        if (cost < best_cost) best = n, best_cost = cost;
+    }
+    return best;
+}
+
+int64_t attention_split_slots(const ops::AttentionParams& p, bool tensor_cores) {
+    static const int n_sm = sm_count();
+    return int64_t{attn::split_blocks_per_sm(p, split_heads_per_block(p), tensor_cores)} * n_sm;
+}
 
 void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& ws, cudaStream_t s) {
     if (p.n_tokens <= 0) return;
@@ -324,7 +381,10 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     // 1-2. Long runs on tensor cores. The plan (ints) heads the workspace.
     size_t used = 0;  // floats of the workspace taken by the plan
     const int* handled = nullptr;
-    if (p.n_tokens >= kMinRun && ws.buf != nullptr && !ws.f32_only) {
+    // A batch given earlier_keys_stored has one token per sequence (ops/attention.h):
+    // no runs, so no plan and no tile launch (kPlanAlways).
+    const bool runs_possible = kPlanAlways || !p.earlier_keys_stored;
+    if (runs_possible && p.n_tokens >= kMinRun && ws.buf != nullptr && !ws.f32_only) {
         const int bm = attn::tile_rows(D);
         const int64_t n_tiles = (p.n_tokens + bm - 1) / bm;
         const size_t plan_ints =
@@ -344,9 +404,9 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     // KV head (the largest power of two ≤ 8 dividing the group) so they share K/V
     // loads; the key range is split until there are ~4 blocks per SM, as far as the
     // workspace holds the partials and the batch's key bound leaves each split
-    // kMinChunksPerSplit chunks (short contexts: few splits, a cheap combine or none).
-    const int64_t group = p.n_heads / p.n_kv_heads;
-    const int hb = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+    // kMinChunksPerSplit chunks (short contexts: few splits, a cheap combine or none);
+    // past one wave of blocks, into the count with the fewest waves × chunks.
+    const int hb = split_heads_per_block(p);
     const int64_t blocks = p.n_tokens * (p.n_heads / hb);
     static const int n_sm = sm_count();
     const int64_t target = 4 * static_cast<int64_t>(n_sm);
@@ -357,6 +417,8 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
         const int64_t want =
             std::min({int64_t{kMaxSplits}, (target + blocks - 1) / blocks, useful_splits(p)});
         n_split = static_cast<int>(std::max<int64_t>(1, std::min(want, fit)));
+        if (kWaveSplits && n_split > 1 && p.max_keys > 0)
+            n_split = attention_wave_splits(blocks, attention_split_slots(p, !ws.f32_only), split_chunks(p), n_split);
     }
     // The kernel writing a token's final output (the split kernel or the combiner)
     // writes its prepared form too. The tile kernels do not, so after a plan (which

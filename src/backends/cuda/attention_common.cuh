@@ -78,4 +78,8 @@ bool launch_tile_wgmma(const ops::AttentionParams& p, const int* plan, int64_t n
 void launch_split(const ops::AttentionParams& p, const int* handled, int heads_per_block,
                   int n_split, float* part, float scale_log2, bool tensor_cores, cudaStream_t s);
 
+// Blocks of the split kernel launch_split would run for these arguments that one SM
+// holds at once (at least 1).
+int split_blocks_per_sm(const ops::AttentionParams& p, int heads_per_block, bool tensor_cores);
+
 }  // namespace hf2q::cuda::attn

@@ -520,31 +520,62 @@ void launch_split_dhk(const ops::AttentionParams& p, const int* handled, int n_s
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
-template <int D, int HB>
-void launch_split_dh(const ops::AttentionParams& p, const int* handled, int n_split, float* part,
-                     float scale_log2, bool tensor_cores, cudaStream_t s) {
+// Blocks of one instance an SM holds at once (shared memory, registers), asked of
+// the driver once per instance.
+template <int D, int HB, class KV, bool MMA>
+int split_occupancy() {
+    static const int n = [] {
+        constexpr size_t smem = split_smem_bytes<D, HB, KV, MMA>();
+        allow_smem<attention_split_kernel<D, HB, KV, MMA>>(smem);
+        int blocks = 0;
+        HF2Q_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks, attention_split_kernel<D, HB, KV, MMA>, SplitShape<D, KV>::kThreads, smem));
+        return std::max(blocks, 1);
+    }();
+    return n;
+}
+
+// Calls f.template operator()<D, HB, KV, MMA>() for the instance that serves p with
+// hb heads a block (tensor_cores: the MMA score phase where split_mma_ok).
+template <int D, int HB, class F>
+void with_split_dh(const ops::AttentionParams& p, bool tensor_cores, F&& f) {
     dispatch_kv(p.kv_type, [&]<class KV>() {
         if constexpr (HF2Q_SPLIT_MMA && split_mma_ok<D, KV>()) {
-            if (tensor_cores) return launch_split_dhk<D, HB, KV, true>(p, handled, n_split, part, scale_log2, s);
+            if (tensor_cores) return f.template operator()<D, HB, KV, true>();
         }
-        launch_split_dhk<D, HB, KV, false>(p, handled, n_split, part, scale_log2, s);
+        f.template operator()<D, HB, KV, false>();
     });
 }
 
-template <int D>
-void launch_split_d(const ops::AttentionParams& p, const int* handled, int hb, int n_split,
-                    float* part, float scale_log2, bool tensor_cores, cudaStream_t s) {
+template <int D, class F>
+void with_split_d(const ops::AttentionParams& p, int hb, bool tensor_cores, F&& f) {
     switch (hb) {
         case 1:
-            return launch_split_dh<D, 1>(p, handled, n_split, part, scale_log2, tensor_cores, s);
+            return with_split_dh<D, 1>(p, tensor_cores, f);
         case 2:
-            return launch_split_dh<D, 2>(p, handled, n_split, part, scale_log2, tensor_cores, s);
+            return with_split_dh<D, 2>(p, tensor_cores, f);
         case 4:
-            return launch_split_dh<D, 4>(p, handled, n_split, part, scale_log2, tensor_cores, s);
+            return with_split_dh<D, 4>(p, tensor_cores, f);
         case 8:
-            return launch_split_dh<D, 8>(p, handled, n_split, part, scale_log2, tensor_cores, s);
+            return with_split_dh<D, 8>(p, tensor_cores, f);
         default:
             fail("internal error: attention split kernel for ", hb, " heads per block");
+    }
+}
+
+template <class F>
+void with_split_kernel(const ops::AttentionParams& p, int hb, bool tensor_cores, F&& f) {
+    switch (p.head_dim) {
+        case 64:
+            return with_split_d<64>(p, hb, tensor_cores, f);
+        case 128:
+            return with_split_d<128>(p, hb, tensor_cores, f);
+        case 256:
+            return with_split_d<256>(p, hb, tensor_cores, f);
+        case 512:
+            return with_split_d<512>(p, hb, tensor_cores, f);
+        default:
+            fail("internal error: attention split kernel for head size ", p.head_dim);
     }
 }
 
@@ -552,18 +583,16 @@ void launch_split_d(const ops::AttentionParams& p, const int* handled, int hb, i
 
 void launch_split(const ops::AttentionParams& p, const int* handled, int heads_per_block,
                   int n_split, float* part, float scale_log2, bool tensor_cores, cudaStream_t s) {
-    switch (p.head_dim) {
-        case 64:
-            return launch_split_d<64>(p, handled, heads_per_block, n_split, part, scale_log2, tensor_cores, s);
-        case 128:
-            return launch_split_d<128>(p, handled, heads_per_block, n_split, part, scale_log2, tensor_cores, s);
-        case 256:
-            return launch_split_d<256>(p, handled, heads_per_block, n_split, part, scale_log2, tensor_cores, s);
-        case 512:
-            return launch_split_d<512>(p, handled, heads_per_block, n_split, part, scale_log2, tensor_cores, s);
-        default:
-            fail("internal error: attention split kernel for head size ", p.head_dim);
-    }
+    with_split_kernel(p, heads_per_block, tensor_cores, [&]<int D, int HB, class KV, bool MMA>() {
+        launch_split_dhk<D, HB, KV, MMA>(p, handled, n_split, part, scale_log2, s);
+    });
+}
+
+int split_blocks_per_sm(const ops::AttentionParams& p, int heads_per_block, bool tensor_cores) {
+    int n = 1;
+    with_split_kernel(p, heads_per_block, tensor_cores,
+                      [&]<int D, int HB, class KV, bool MMA>() { n = split_occupancy<D, HB, KV, MMA>(); });
+    return n;
 }
 
 }  // namespace hf2q::cuda::attn

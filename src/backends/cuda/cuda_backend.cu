@@ -1,6 +1,6 @@
 // CudaBackend: owns the device, a stream (and a second one for the side chain of
-// ops::Backend::begin_side), a cuBLAS handle, every allocation, and the matmul
-// scratch. Ops enqueue on the stream of the chain being issued; download() synchronises.
+// ops::Backend::begin_side, two more for concurrent batched products), a cuBLAS
+// handle (and one per product stream), every allocation, and the matmul scratch. Ops enqueue on the stream of the chain being issued; download() synchronises.
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -89,6 +89,7 @@ public:
         side_env_ = env_;
         side_env_.ws = &side_ws_;
         side_arrived_ = alloc_array<unsigned>(1);
+        create_fork();
     }
     ~CudaBackend() override {
         cudaStreamSynchronize(stream_);
@@ -101,6 +102,7 @@ public:
             cudaEventDestroy(to_main_);
             cudaStreamDestroy(side_);
         }
+        destroy_fork();
         cudaEventDestroy(uploaded_);
         for (cudaEvent_t e : fenced_) cudaEventDestroy(e);
         cudaStreamDestroy(stream_);
@@ -359,6 +361,33 @@ private:
         HF2Q_CUDA_CHECK(cudaStreamWaitEvent(waiter, ev, 0));
     }
 
+    // The streams of concurrent batched products (MatmulFork, matmul.cu); the
+    // tensor-core path only (the reference precision's SGEMMs share one f32 scratch).
+    // Each handle gets a workspace of the main one's size, so cuBLAS picks the same
+    // algorithms.
+    void create_fork() {
+        if (env_.precision != MatmulPrecision::bf16) return;
+        for (int i = 0; i < MatmulFork::kStreams; ++i) {
+            HF2Q_CUDA_CHECK(cudaStreamCreateWithFlags(&fork_.stream[i], cudaStreamNonBlocking));
+            HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&fork_.done[i], cudaEventDisableTiming));
+            if (cublasCreate(&fork_.cublas[i]) != CUBLAS_STATUS_SUCCESS) fail("cannot create a cuBLAS handle");
+            if (cublasSetWorkspace(fork_.cublas[i], alloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes) !=
+                CUBLAS_STATUS_SUCCESS)
+                fail("cannot set the cuBLAS workspace");
+        }
+        HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&fork_.start, cudaEventDisableTiming));
+        env_.fork = &fork_;
+    }
+    void destroy_fork() {
+        for (int i = 0; i < MatmulFork::kStreams; ++i) {
+            if (fork_.stream[i]) cudaStreamSynchronize(fork_.stream[i]);
+            if (fork_.cublas[i]) cublasDestroy(fork_.cublas[i]);
+            if (fork_.done[i]) cudaEventDestroy(fork_.done[i]);
+            if (fork_.stream[i]) cudaStreamDestroy(fork_.stream[i]);
+        }
+        if (fork_.start) cudaEventDestroy(fork_.start);
+    }
+
     // Closes and joins a side chain that an exception left open between begin_side()
     // and join_side() (outside a capture), so later ops keep the stream order.
     void rejoin_side() {
@@ -396,6 +425,7 @@ private:
     cudaEvent_t to_side_ = nullptr, to_main_ = nullptr;  // main -> side, side -> main
     GemmWorkspace side_ws_;                              // its integer-GEMV scratch only
     MatmulEnv side_env_;
+    MatmulFork fork_;  // env_.fork, with the side chain (create_fork)
     bool on_side_ = false;       // between begin_side() and end_side()
     bool side_pending_ = false;  // between end_side() and join_side()
     // The fused router kernel's block counters (launch_moe_router_route_group), one

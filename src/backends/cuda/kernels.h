@@ -12,11 +12,24 @@ namespace hf2q::cuda {
 
 struct GemmWorkspace;
 
-// What the matmul launchers share: the workspace, the cuBLAS handle, the precision.
+// Streams over which a batched matmul_multi spreads its products (matmul.cu): the
+// second and third run on these, each with its own cuBLAS handle and workspace,
+// concurrently with the first on the calling stream. Owned by the backend.
+struct MatmulFork {
+    static constexpr int kStreams = ops::MultiMatmulParams::kMax - 1;
+    cudaStream_t stream[kStreams] = {};
+    cublasHandle_t cublas[kStreams] = {};
+    cudaEvent_t start = nullptr;            // recorded on the calling stream after its input
+    cudaEvent_t done[kStreams] = {};        // recorded on stream[i] after its product
+};
+
+// What the matmul launchers share: the workspace, the cuBLAS handle, the precision,
+// and (optional) the streams of concurrent products.
 struct MatmulEnv {
     GemmWorkspace* ws = nullptr;
     cublasHandle_t cublas = nullptr;
     MatmulPrecision precision = MatmulPrecision::bf16;
+    const MatmulFork* fork = nullptr;
 };
 
 // Grows the BF16 activation buffer of the workspace to at least `elems` values
@@ -50,6 +63,15 @@ bool matmul_uses_gemv(int64_t n_tokens);
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s);
 void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s);
 void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& ws, cudaStream_t s);
+
+// The key-range splits, at most `most`, launch_attention gives a batch of `blocks`
+// (token, head group) blocks of the split kernel when `slots` of them run at once
+// and the longest key range is `chunks` chunks: `most` where blocks · most fit in one
+// wave, else the count that minimises waves × (chunks a split + 1), the fewest on a tie.
+int attention_wave_splits(int64_t blocks, int64_t slots, int64_t chunks, int most);
+
+// Blocks of the split kernel serving p that the GPU runs at once (blocks an SM × SMs).
+int64_t attention_split_slots(const ops::AttentionParams& p, bool tensor_cores);
 void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s);
 void launch_moe_group(const ops::MoeGroupParams& p, cudaStream_t s);
 // moe_route then moe_group (ops::Backend::moe_route_group), fused into one kernel

@@ -71,6 +71,46 @@ void launch_any_gemv(const GemvArgs& a, int64_t max_active_experts, MatmulEnv& e
 
 bool matmul_uses_gemv(int64_t n_tokens) { return n_tokens <= kGemvTokens; }
 
+namespace {
+
+// Batches of at most this many tokens run a matmul_multi's products concurrently
+// (forked_products). Why: at 17-128 tokens each product is a small cuBLAS GEMM
+// (H200, 26B-A4B at 64 tokens: k and v of 11.5 MB each, 128 blocks, split-K with a
+// reduction kernel) that leaves most of the GPU idle; one after the other, q, k and
+// v took 27 µs of every sliding layer's critical path; forked, 64 sequences went
+// from 4,671 / 4,678 to 4,702 / 4,703 tokens/s (docs/performance.md, session 33).
+// Larger batches fill the GPU with each product alone. 0: never, for the A/B.
+#ifndef HF2Q_MATMUL_FORK_TOKENS
+#define HF2Q_MATMUL_FORK_TOKENS 128
+#endif
+constexpr int64_t kForkMaxTokens = HF2Q_MATMUL_FORK_TOKENS;
+
+// The products of p after the first on env.fork's streams, the first on s, all
+// reading the BF16 activations converted once; s waits for all of them. False (and
+// nothing issued) where the fork does not apply: a product without BF16 rows to read
+// would expand its weight into the one shared scratch. Each product is the same
+// cuBLAS call as on one stream (same shapes and workspace size), so the same bits.
+bool forked_products(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
+    const MatmulFork* f = env.fork;
+    if (f == nullptr || p.n < 2 || p.n_tokens > kForkMaxTokens) return false;
+    for (int i = 0; i < p.n; ++i)
+        if (p.w[i].batch_layout == nullptr && !bf16_rows_direct(p.w[i])) return false;
+    const int64_t n_in = p.w[0].n_in;
+    to_bf16(p.x, p.x_stride ? p.x_stride : n_in, nullptr, p.n_tokens, n_in, *env.ws, s);
+    HF2Q_CUDA_CHECK(cudaEventRecord(f->start, s));
+    for (int i = 1; i < p.n; ++i) {
+        cudaStream_t fs = f->stream[i - 1];
+        HF2Q_CUDA_CHECK(cudaStreamWaitEvent(fs, f->start, 0));
+        gemm_bf16({p.w[i], p.x, p.y[i], p.n_tokens, p.x_stride, p.y_stride[i]}, *env.ws, f->cublas[i - 1], fs, true);
+        HF2Q_CUDA_CHECK(cudaEventRecord(f->done[i - 1], fs));
+    }
+    gemm_bf16({p.w[0], p.x, p.y[0], p.n_tokens, p.x_stride, p.y_stride[0]}, *env.ws, env.cublas, s, true);
+    for (int i = 1; i < p.n; ++i) HF2Q_CUDA_CHECK(cudaStreamWaitEvent(s, f->done[i - 1], 0));
+    return true;
+}
+
+}  // namespace
+
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_tokens <= 0 || p.w.n_out <= 0) return;
     if (matmul_uses_gemv(p.n_tokens)) {
@@ -117,6 +157,7 @@ void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaSt
         // The activations converted to BF16 once for all weights (same n_in). H200,
         // session 21, 64 sequences: 4,420 / 4,421 -> 4,523 / 4,486 tokens/s.
         ensure_activations(env, p.n_tokens * p.w[0].n_in);
+        if (forked_products(p, env, s)) return;
         for (int i = 0; i < p.n; ++i)
             gemm_bf16({p.w[i], p.x, p.y[i], p.n_tokens, p.x_stride, p.y_stride[i]}, *env.ws, env.cublas, s, i > 0);
         return;

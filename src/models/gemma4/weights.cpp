@@ -195,7 +195,11 @@ void visit(Weights& w, FnView&& view, FnVec&& vec) {
     }
 }
 
-// The BF16 copies of every dense matrix (PlaceOptions::batch_copy).
+// The BF16 copies of every dense matrix (PlaceOptions::batch_copy). The MoE router
+// (ffn_gate_inp, F32 in llama.cpp's files) is one too: its batched product otherwise
+// expands it to BF16 on every call, a launch on the critical path of each MoE layer
+// (H200, 64 sequences: 2 µs a layer; measured together with the attention's skipped
+// plan, docs/performance.md, session 33), for a copy of 0.7 MB a layer.
 void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, BatchCopy policy) {
     if (policy == BatchCopy::off) return;
     std::vector<ops::WeightView*> dense = {&head, &w.per_layer_model_proj};
@@ -203,6 +207,11 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
         for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up,
                                    &l.ffn_down, &l.inp_gate, &l.proj})
             dense.push_back(v);
+#ifndef HF2Q_ROUTER_BATCH_COPY  // 0: the router expanded on every call, for the A/B
+#define HF2Q_ROUTER_BATCH_COPY 1
+#endif
+    if (HF2Q_ROUTER_BATCH_COPY)
+        for (auto& l : w.layers) dense.push_back(&l.ffn_gate_inp);
     if (policy == BatchCopy::automatic) {
         uint64_t bytes = 0;  // saturating: a sum past 2^64 fits nowhere anyway
         for (const ops::WeightView* v : dense)
