@@ -119,7 +119,9 @@ struct ContextOptions {
     bool graphs = true;         // replay decode-sized batches as device graphs (CUDA graphs)
     // Run independent branches of a layer concurrently where the backend can (CUDA: a
     // MoE layer's routed experts on a second stream beside its dense MLP, in batches
-    // of up to 64 tokens). Off: one after the other; the results are the same bit for bit.
+    // of up to 64 tokens; the products of one input, such as q, k and v, on streams of
+    // their own in batches of 17-128 tokens). Off: one after the other; the results are
+    // the same bit for bit.
     bool concurrent_branches = true;
     // Capacity of the full-attention KV cache, shared by all sequences through the
     // paged block tables (each sequence still ends at n_ctx). At most one of:

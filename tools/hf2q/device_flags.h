@@ -37,7 +37,7 @@ inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
              &d.precision);
     p.flag("--no-graphs", "run decode steps op by op instead of replaying CUDA graphs", &d.no_graphs);
     p.flag("--serial-branches",
-           "run a MoE layer's routed experts after its dense MLP instead of beside it on a second CUDA stream",
+           "run a MoE layer's routed experts after its dense MLP instead of beside it on a second CUDA stream, and a batch's q/k/v products one after the other",
            &d.serial_branches);
     p.flag("--no-head-copy",
            "do not keep a second copy of a Q6_K LM head in the layout CUDA decode reads faster (saves its size in GPU memory, 0.6 GB for the 26B-A4B; one-sequence decode 2-3 % slower)",
