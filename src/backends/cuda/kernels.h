@@ -19,8 +19,8 @@ struct MatmulFork {
     static constexpr int kStreams = ops::MultiMatmulParams::kMax - 1;
     cudaStream_t stream[kStreams] = {};
     cublasHandle_t cublas[kStreams] = {};
-    cudaEvent_t start = nullptr;            // recorded on the calling stream after its input
-    cudaEvent_t done[kStreams] = {};        // recorded on stream[i] after its product
+    cudaEvent_t start = nullptr;      // recorded on the calling stream after its input
+    cudaEvent_t done[kStreams] = {};  // recorded on stream[i] after its product
 };
 
 // What the matmul launchers share: the workspace, the cuBLAS handle, the precision,
@@ -72,6 +72,7 @@ int attention_wave_splits(int64_t blocks, int64_t slots, int64_t chunks, int mos
 
 // Blocks of the split kernel serving p that the GPU runs at once (blocks an SM × SMs).
 int64_t attention_split_slots(const ops::AttentionParams& p, bool tensor_cores);
+
 void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s);
 void launch_moe_group(const ops::MoeGroupParams& p, cudaStream_t s);
 // moe_route then moe_group (ops::Backend::moe_route_group), fused into one kernel

@@ -195,6 +195,12 @@ void visit(Weights& w, FnView&& view, FnVec&& vec) {
     }
 }
 
+// 0: the MoE router expanded on every batched call (add_batch_copies), for the A/B.
+#ifndef HF2Q_ROUTER_BATCH_COPY
+#define HF2Q_ROUTER_BATCH_COPY 1
+#endif
+constexpr bool kRouterBatchCopy = HF2Q_ROUTER_BATCH_COPY != 0;
+
 // The BF16 copies of every dense matrix (PlaceOptions::batch_copy). The MoE router
 // (ffn_gate_inp, F32 in llama.cpp's files) is one too: its batched product otherwise
 // expands it to BF16 on every call, a launch on the critical path of each MoE layer
@@ -207,10 +213,7 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
         for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up,
                                    &l.ffn_down, &l.inp_gate, &l.proj})
             dense.push_back(v);
-#ifndef HF2Q_ROUTER_BATCH_COPY  // 0: the router expanded on every call, for the A/B
-#define HF2Q_ROUTER_BATCH_COPY 1
-#endif
-    if (HF2Q_ROUTER_BATCH_COPY)
+    if (kRouterBatchCopy)
         for (auto& l : w.layers) dense.push_back(&l.ffn_gate_inp);
     if (policy == BatchCopy::automatic) {
         uint64_t bytes = 0;  // saturating: a sum past 2^64 fits nowhere anyway
