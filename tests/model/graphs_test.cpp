@@ -117,10 +117,9 @@ void serial_and_concurrent(const Fixture& fx, int32_t n_seq, std::unique_ptr<Con
 // run on a second stream beside the dense MLP (graphs recorded with two branches; a
 // prompt above 16 tokens also sends the router's tensor-core matmul from the side
 // chain to the main stream, and runs a matmul_multi's products on streams of their
-// own). Two contexts that differ only in that option, fed the
-// same prompts and decode steps (one sequence, then three at once), must give the same
-// logits bit for bit: the two chains touch disjoint buffers, so the schedule cannot
-// change a value. Dense and PLE fixtures have no side chain and check the option is
+// own). Two contexts that differ only in that option, fed the same prompts and decode
+// steps (one sequence, then three at once), must give the same logits bit for bit:
+// the two chains touch disjoint buffers, so the schedule cannot change a value. Dense and PLE fixtures have no side chain and check the option is
 // inert there.
 TEST_P(ConcurrentBranches, SameLogitsAsSerialBranches) {
     if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";

@@ -356,20 +356,17 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
             const KV* k1 = k0 + 8 * KLD;
             const half* qr = qh + (lane / 4) * QLD + kp * DK + 4 * (lane % 4);
             float c4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if constexpr (QREG) {
-#pragma unroll
-                for (int kk = 0; kk < DK / 16; ++kk) {
-                    uint32_t a[4];
-                    k_quad_f16(k0 + 16 * kk, a[0], a[2]);
-                    k_quad_f16(k1 + 16 * kk, a[1], a[3]);
+            // Fully unrolled with the fragments in registers (qf's indices must be
+            // compile-time), by 4 from the shared tile.
+            constexpr int kUnroll = QREG ? DK / 16 : 4;
+#pragma unroll kUnroll
+            for (int kk = 0; kk < DK / 16; ++kk) {
+                uint32_t a[4];
+                k_quad_f16(k0 + 16 * kk, a[0], a[2]);
+                k_quad_f16(k1 + 16 * kk, a[1], a[3]);
+                if constexpr (QREG) {
                     mma_f16(c4, a, qf[2 * kk], qf[2 * kk + 1]);
-                }
-            } else {
-#pragma unroll 4
-                for (int kk = 0; kk < DK / 16; ++kk) {
-                    uint32_t a[4];
-                    k_quad_f16(k0 + 16 * kk, a[0], a[2]);
-                    k_quad_f16(k1 + 16 * kk, a[1], a[3]);
+                } else {
                     const uint2 bq = *reinterpret_cast<const uint2*>(qr + 16 * kk);
                     mma_f16(c4, a, bq.x, bq.y);
                 }

@@ -1,6 +1,7 @@
 // CudaBackend: owns the device, a stream (and a second one for the side chain of
 // ops::Backend::begin_side, two more for concurrent batched products), a cuBLAS
-// handle (and one per product stream), every allocation, and the matmul scratch. Ops enqueue on the stream of the chain being issued; download() synchronises.
+// handle (and one per product stream), every allocation, and the matmul scratch.
+// Ops enqueue on the stream of the chain being issued; download() synchronises.
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -57,9 +58,7 @@ public:
         HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
         for (cudaEvent_t& e : fenced_) HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         if (!o.workspaces) return;  // a memory holder: no ops run on it
-        if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) fail("cannot create a cuBLAS handle");
-        if (cublasSetWorkspace(cublas_, alloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
-            fail("cannot set the cuBLAS workspace");
+        cublas_ = create_cublas();
         ws_.w = static_cast<__nv_bfloat16*>(alloc(kGemmWeightElems * sizeof(__nv_bfloat16)));
         ws_.w_elems = kGemmWeightElems;
         ws_.f32 = static_cast<float*>(alloc(kGemmF32Elems * sizeof(float)));
@@ -361,6 +360,18 @@ private:
         HF2Q_CUDA_CHECK(cudaStreamWaitEvent(waiter, ev, 0));
     }
 
+    // A cuBLAS handle with a workspace of its own, given explicitly so captured GEMMs
+    // never allocate (kCublasWorkspaceBytes).
+    cublasHandle_t create_cublas() {
+        cublasHandle_t h = nullptr;
+        if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) fail("cannot create a cuBLAS handle");
+        if (cublasSetWorkspace(h, alloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS) {
+            cublasDestroy(h);
+            fail("cannot set the cuBLAS workspace");
+        }
+        return h;
+    }
+
     // The streams of concurrent batched products (MatmulFork, matmul.cu); the
     // tensor-core path only (the reference precision's SGEMMs share one f32 scratch).
     // Each handle gets a workspace of the main one's size, so cuBLAS picks the same
@@ -370,10 +381,7 @@ private:
         for (int i = 0; i < MatmulFork::kStreams; ++i) {
             HF2Q_CUDA_CHECK(cudaStreamCreateWithFlags(&fork_.stream[i], cudaStreamNonBlocking));
             HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&fork_.done[i], cudaEventDisableTiming));
-            if (cublasCreate(&fork_.cublas[i]) != CUBLAS_STATUS_SUCCESS) fail("cannot create a cuBLAS handle");
-            if (cublasSetWorkspace(fork_.cublas[i], alloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes) !=
-                CUBLAS_STATUS_SUCCESS)
-                fail("cannot set the cuBLAS workspace");
+            fork_.cublas[i] = create_cublas();
         }
         HF2Q_CUDA_CHECK(cudaEventCreateWithFlags(&fork_.start, cudaEventDisableTiming));
         env_.fork = &fork_;
