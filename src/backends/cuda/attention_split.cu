@@ -76,28 +76,6 @@ constexpr bool split_mma_ok() {
 #define HF2Q_SPLIT_MMA 1
 #endif
 
-template <int D>
-constexpr int split_q16_ld() {  // halfs per row of the F16 query tile (16-byte padding)
-    return D + 8;
-}
-
-// The MMA score phase's query fragments: 1 (default) in registers where the head size
-// is 512, loaded once per work item (each warp keeps one share of the head dimension
-// for every chunk); elsewhere from an F16 tile in shared memory. Why: without the
-// tile (8.3 KB) and with only the score phase's partial sums, the 512 kernel of 8
-// heads a block fits 3 blocks an SM instead of 2, so a third more of the KV cache is
-// in flight. H200, 26B-A4B, 64 sequences at 1,024: 4,798 / 4,801 -> 4,843 / 4,844
-// tokens/s (docs/performance.md, session 33). 2: registers at every head size (4,859 /
-// 4,861 in the same call, but not yet run through the GPU tests nor at one sequence);
-// 0: never, for the A/B. The fragments hold the same F16 values either way.
-#ifndef HF2Q_SPLIT_Q_REGS
-#define HF2Q_SPLIT_Q_REGS 1
-#endif
-template <int D, bool MMA>
-constexpr bool split_q_regs() {
-    return MMA && (HF2Q_SPLIT_Q_REGS == 2 || (HF2Q_SPLIT_Q_REGS == 1 && D == 512));
-}
-
 // Partial dot products a key's score is summed from: the MMA score phase's shares of
 // the head dimension (64 / CK) or the f32 phase's parts (DP).
 template <int D, class KV, bool MMA>
@@ -109,7 +87,7 @@ constexpr int split_score_parts() {
 template <int D, int HB, class KV, bool MMA>
 constexpr size_t split_smem_bytes() {
     using S = SplitShape<D, KV>;
-    return (MMA && !split_q_regs<D, MMA>() ? size_t{8} * split_q16_ld<D>() * 2 : 0) + S::kKBytes + S::kVBytes +
+    return S::kKBytes + S::kVBytes +
            4 * ((MMA ? 0 : size_t{HB} * D)                                // f32 q rows
                 + size_t{split_score_parts<D, KV, MMA>()} * HB * S::kKeys  // partial dots
                 + size_t{HB} * S::kKeys              // probabilities
@@ -216,16 +194,10 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     const int c_begin = split * per;
     const int c_end = min(n_chunks, c_begin + per);
 
-    // MMA: the query heads as F16 rows [8][QLD] (rows HB .. 7 zero) ahead of the rest,
-    // or (QREG) as fragments in registers.
-    constexpr bool QREG = split_q_regs<D, MMA>();
-    constexpr int QLD = split_q16_ld<D>();
     constexpr int RP = split_score_parts<D, KV, MMA>();
     // MMA score phase: key tiles of 16 a chunk (MT), shares of the head dimension (KP,
     // DK values each); a warp's (tile, share) is the same in every chunk.
     constexpr int MT = MMA ? CK / 16 : 1, KP = MMA ? 4 / MT : 1, DK = D / KP;
-    half* qh = reinterpret_cast<half*>(smem);
-    if constexpr (MMA && !QREG) smem += size_t{8} * QLD * 2;
     KV* ks = reinterpret_cast<KV*>(smem);                 // [2][CK][KLD]
     KV* vs = reinterpret_cast<KV*>(smem + S::kKBytes);    // [2][CK][D]
     float* qs = reinterpret_cast<float*>(smem + S::kKBytes + S::kVBytes);  // [HB][D] (f32 phase)
@@ -288,10 +260,17 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         pdl_begin();
     }
 
-    // QREG: lane (g, t)'s B fragments of the query rows, k index permuted as in the
-    // score phase: values 4t .. 4t + 3 of each 16 of head g's share kp (zeros past HB).
-    uint32_t qf[QREG ? 2 * (DK / 16) : 1];
-    if constexpr (QREG) {
+    // MMA: lane (g, t)'s B fragments of the query rows in F16, kept in registers for
+    // the whole item (a warp's share kp of the head dimension is the same in every
+    // chunk), the k index permuted as in the score phase: values 4t .. 4t + 3 of each
+    // 16 of head g's share (zeros past HB). Why registers: an F16 tile in shared memory
+    // (8.3 KB at head size 512) held the 512 kernel of 8 heads a block to 2 blocks an
+    // SM; without it (and with only the score phase's partial sums) it fits 3, so a
+    // third more of the KV cache is in flight. H200, 26B-A4B, 64 sequences at 1,024:
+    // 4,798 / 4,801 -> 4,843 / 4,844 tokens/s with registers at head size 512, 4,859 /
+    // 4,861 at every head size (docs/performance.md, session 33).
+    uint32_t qf[MMA ? 2 * (DK / 16) : 1];
+    if constexpr (MMA) {
         const int hh = lane / 4, kp = warp / MT;
         const float* qrow = p.q + (t * p.n_heads + h0 + (hh < HB ? hh : 0)) * D + kp * DK + 4 * (lane % 4);
 #pragma unroll
@@ -301,22 +280,11 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
             qf[2 * kk] = pack_half2(f.x, f.y);
             qf[2 * kk + 1] = pack_half2(f.z, f.w);
         }
-    } else if constexpr (!MMA) {
+    } else {
         for (int u = tid; u < HB * D / 4; u += NT) {
             const int hh = u / (D / 4), c = (u % (D / 4)) * 4;
             *reinterpret_cast<float4*>(qs + hh * D + c) =
                 __ldg(reinterpret_cast<const float4*>(p.q + (t * p.n_heads + h0 + hh) * D + c));
-        }
-    } else {  // F16 rows for the MMA, in shared memory
-        for (int u = tid; u < 8 * D / 4; u += NT) {
-            const int hh = u / (D / 4), c = (u % (D / 4)) * 4;
-            uint2 v = {0u, 0u};
-            if (hh < HB) {
-                const float4 f = __ldg(reinterpret_cast<const float4*>(p.q + (t * p.n_heads + h0 + hh) * D + c));
-                v.x = pack_half2(f.x, f.y);
-                v.y = pack_half2(f.z, f.w);
-            }
-            *reinterpret_cast<uint2*>(qh + hh * QLD + c) = v;
         }
     }
     if (tid < HB) {
@@ -354,22 +322,13 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
             const int mt = warp % MT, kp = warp / MT;
             const KV* k0 = ks + (b * CK + mt * 16 + lane / 4) * KLD + kp * DK + 4 * (lane % 4);
             const KV* k1 = k0 + 8 * KLD;
-            const half* qr = qh + (lane / 4) * QLD + kp * DK + 4 * (lane % 4);
             float c4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            // Fully unrolled with the fragments in registers (qf's indices must be
-            // compile-time), by 4 from the shared tile.
-            constexpr int kUnroll = QREG ? DK / 16 : 4;
-#pragma unroll kUnroll
+#pragma unroll
             for (int kk = 0; kk < DK / 16; ++kk) {
                 uint32_t a[4];
                 k_quad_f16(k0 + 16 * kk, a[0], a[2]);
                 k_quad_f16(k1 + 16 * kk, a[1], a[3]);
-                if constexpr (QREG) {
-                    mma_f16(c4, a, qf[2 * kk], qf[2 * kk + 1]);
-                } else {
-                    const uint2 bq = *reinterpret_cast<const uint2*>(qr + 16 * kk);
-                    mma_f16(c4, a, bq.x, bq.y);
-                }
+                mma_f16(c4, a, qf[2 * kk], qf[2 * kk + 1]);
             }
             // c4: keys lane / 4 and + 8 of the tile, heads 2·(lane % 4) and + 1.
             const int j = mt * 16 + lane / 4, hh = 2 * (lane % 4);
