@@ -865,7 +865,8 @@ Recorded record_attention(const ops::AttentionParams& p, const cuda::AttentionWo
 // The key bound caps the split: at most one split per 2 chunks (kMinChunksPerSplit in
 // attention.cu) of 4096 / D keys of the longest visible range (the window on sliding
 // layers), never more than without a bound; past one wave of the split kernel's blocks,
-// the count of attention_wave_splits under that cap; one split launches no combiner.
+// the count of attention_wave_splits up to the useful splits (one per 2 chunks, at most
+// kMaxSplits = 128; the workspace here holds more); one split launches no combiner.
 // Each bound's result (an eager launch, before the capture that counts) is checked too.
 TEST_F(CudaAttention, KeyBoundCapsSplits) {
     cudaStream_t st;
@@ -900,12 +901,15 @@ TEST_F(CudaAttention, KeyBoundCapsSplits) {
                     const int64_t keys = sliding ? std::min<int64_t>(bound, c.window) : bound;
                     const int64_t ck = 4096 / D, chunks = (keys + ck - 1) / ck;
                     const auto cap = static_cast<int>(std::min<int64_t>(unbounded, std::max<int64_t>(1, chunks / 2)));
-                    // Past one wave of blocks, the count with the fewest waves × chunks.
+                    // Past one wave of blocks, the count with the fewest waves × chunks up to
+                    // the useful splits.
                     const int64_t blocks = p.n_tokens * p.n_kv_heads;  // GQA 2: one KV head a block
+                    const int64_t slots = cuda::attention_split_slots(p, true);
+                    const int useful = static_cast<int>(std::min<int64_t>(128, std::max<int64_t>(1, chunks / 2)));
+                    const int most = blocks * cap > slots ? std::max(cap, useful) : cap;
                     const auto want = static_cast<unsigned>(
-                        cap > 1 ? cuda::attention_wave_splits(blocks, cuda::attention_split_slots(p, true), chunks, cap)
-                                : cap);
-                    EXPECT_LE(want, static_cast<unsigned>(cap));
+                        cap > 1 ? cuda::attention_wave_splits(blocks, slots, chunks, most) : cap);
+                    EXPECT_LE(want, static_cast<unsigned>(most));
                     EXPECT_EQ(r.n_split, want) << c.label() << " bound " << bound;
                     EXPECT_EQ(r.kernels, want > 1 ? 2u : 1u) << c.label() << " bound " << bound;
                 }

@@ -319,6 +319,16 @@ int64_t useful_splits(const ops::AttentionParams& p) {
 #define HF2Q_ATTN_WAVE_SPLITS 1
 #endif
 constexpr bool kWaveSplits = HF2Q_ATTN_WAVE_SPLITS != 0;
+// 1 (default): the wave rule may also pick more splits than the rule above (up to the
+// key bound's useful splits and what the workspace holds), not only fewer (at 64
+// sequences of the 26B-A4B, with 3 blocks an SM, the sliding layers would go from 2
+// splits, 1,024 blocks in 3 waves of 396: cost 51, to 3 in 4 waves: 48). H200, 64
+// sequences at 1,024: 4,818 / 4,813 -> 4,847 / 4,837 tokens/s (docs/performance.md,
+// session 34). 0: at most the rule above's count, for the A/B.
+#ifndef HF2Q_ATTN_WAVE_ABOVE_CAP
+#define HF2Q_ATTN_WAVE_ABOVE_CAP 1
+#endif
+constexpr bool kWaveAboveCap = HF2Q_ATTN_WAVE_ABOVE_CAP != 0;
 
 // Query heads a split block serves: the largest power of two ≤ 8 dividing the GQA
 // group, so they share K/V loads.
@@ -405,7 +415,8 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     // loads; the key range is split until there are ~4 blocks per SM, as far as the
     // workspace holds the partials and the batch's key bound leaves each split
     // kMinChunksPerSplit chunks (short contexts: few splits, a cheap combine or none);
-    // past one wave of blocks, into the count with the fewest waves × chunks.
+    // past one wave of blocks, into the count with the fewest waves × chunks among
+    // those up to the useful splits (which may exceed the ~4 blocks per SM).
     const int hb = split_heads_per_block(p);
     const int64_t blocks = p.n_tokens * (p.n_heads / hb);
     static const int n_sm = sm_count();
@@ -417,8 +428,14 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
         const int64_t want =
             std::min({int64_t{kMaxSplits}, (target + blocks - 1) / blocks, useful_splits(p)});
         n_split = static_cast<int>(std::max<int64_t>(1, std::min(want, fit)));
-        if (kWaveSplits && n_split > 1 && p.max_keys > 0)
-            n_split = attention_wave_splits(blocks, attention_split_slots(p, !ws.f32_only), split_chunks(p), n_split);
+        if (kWaveSplits && n_split > 1 && p.max_keys > 0) {
+            const int64_t slots = attention_split_slots(p, !ws.f32_only);
+            int most = n_split;
+            if (kWaveAboveCap && blocks * n_split > slots)
+                most = static_cast<int>(std::max<int64_t>(
+                    n_split, std::min({int64_t{kMaxSplits}, useful_splits(p), fit})));
+            n_split = attention_wave_splits(blocks, slots, split_chunks(p), most);
+        }
     }
     // The kernel writing a token's final output (the split kernel or the combiner)
     // writes its prepared form too. The tile kernels do not, so after a plan (which

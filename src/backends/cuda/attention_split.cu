@@ -268,7 +268,8 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     // SM; without it (and with only the score phase's partial sums) it fits 3, so a
     // third more of the KV cache is in flight. H200, 26B-A4B, 64 sequences at 1,024:
     // 4,798 / 4,801 -> 4,843 / 4,844 tokens/s with registers at head size 512, 4,859 /
-    // 4,861 at every head size (docs/performance.md, session 33).
+    // 4,861 at every head size (session 33); session 34, every head size against 512
+    // only: 4,779 / 4,796 -> 4,818 / 4,813, tg128 502.9 -> 503.8 (docs/performance.md).
     uint32_t qf[MMA ? 2 * (DK / 16) : 1];
     if constexpr (MMA) {
         const int hh = lane / 4, kp = warp / MT;
