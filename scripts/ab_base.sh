@@ -10,5 +10,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: scripts/ab_base.sh REV}
 mkdir -p out
-git archive --format=tar "$rev" src include tools bench fuzz CMakeLists.txt | gzip >out/ab-base.tgz
+git archive --format=tar "$rev" src include tools bench fuzz tests CMakeLists.txt | gzip >out/ab-base.tgz
 echo "out/ab-base.tgz: $(git rev-parse --short "$rev") ($(du -h out/ab-base.tgz | cut -f1))"
