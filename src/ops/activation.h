@@ -18,6 +18,7 @@ struct GegluParams {
     int64_t n = 0;
     int64_t gate_stride = 0, up_stride = 0, out_stride = 0;  // 0 means n
     void* out_prep = nullptr;  // optional: also out in the backend's prepared form (ops/prepared.h)
+    void* out_bf16 = nullptr;  // optional: also out's BF16 rows (ops/prepared.h)
 };
 
 }  // namespace hf2q::ops

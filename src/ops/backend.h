@@ -166,6 +166,12 @@ public:
         (void)n;
         return 0;
     }
+    // Whether this backend's matmuls of a batch of n_tokens tokens may read their
+    // inputs' BF16 rows (ops/prepared.h), so producers should write them.
+    virtual bool reads_bf16_rows(int64_t n_tokens) const {
+        (void)n_tokens;
+        return false;
+    }
 
     // Default: the sequence of rms_norm calls ops/norm.h describes (the CPU reference).
     virtual void residual_norms(const ResidualNormsParams& p) {

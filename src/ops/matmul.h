@@ -17,6 +17,7 @@ struct MatmulParams {
     int64_t x_stride = 0;       // 0 means n_in
     int64_t y_stride = 0;       // 0 means n_out
     const void* x_prep = nullptr;  // optional: x in the backend's prepared form (ops/prepared.h)
+    const void* x_bf16 = nullptr;  // optional: x's rows in BF16 (ops/prepared.h)
 };
 
 // Several linear layers on one input: y[i] = x · w[i]ᵀ for i < n, every w[i] with the
@@ -33,6 +34,7 @@ struct MultiMatmulParams {
     int64_t n_tokens = 0;
     int64_t x_stride = 0;         // 0 means n_in
     const void* x_prep = nullptr; // optional: x prepared (ops/prepared.h)
+    const void* x_bf16 = nullptr; // optional: x's rows in BF16 (ops/prepared.h)
 };
 
 // Row gather of an embedding table: out[t] = dequant(W[ids[t]]) · scale.

@@ -30,6 +30,7 @@ struct MoeRouteParams {
     const float* router_x = nullptr;      // optional: [n_tokens][router_x_stride], first n_in used
     int64_t router_x_stride = 0;          // 0 means router_w.n_in
     WeightView router_w{};                // with router_x: n_experts × n_in (any matmul type)
+    const void* router_x_bf16 = nullptr;  // optional: router_x's rows in BF16 (ops/prepared.h; stride n_in)
 };
 
 // The router product of r (r.router_x set) as a matmul op.
@@ -42,6 +43,7 @@ inline MatmulParams router_product(const MoeRouteParams& r) {
     // writable memory (the contract above).
     m.y = const_cast<float*>(r.logits);
     m.n_tokens = r.n_tokens;
+    m.x_bf16 = r.router_x_bf16;
     return m;
 }
 
@@ -51,6 +53,7 @@ inline MoeRouteParams routing_of(const MoeRouteParams& r) {
     q.router_x = nullptr;
     q.router_x_stride = 0;
     q.router_w = WeightView{};
+    q.router_x_bf16 = nullptr;
     return q;
 }
 

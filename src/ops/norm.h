@@ -61,6 +61,7 @@ struct ResidualNormsParams {
     const float* out_w[kMaxOut] = {nullptr, nullptr, nullptr};  // [n] or nullptr (no weight)
     float out_scale[kMaxOut] = {1.0f, 1.0f, 1.0f};
     void* y_prep[kMaxOut] = {nullptr, nullptr, nullptr};  // optional: y[j] prepared (ops/prepared.h)
+    void* y_bf16[kMaxOut] = {nullptr, nullptr, nullptr};  // optional: y[j]'s BF16 rows (ops/prepared.h)
 };
 
 inline void check_residual_norms(const ResidualNormsParams& p) {

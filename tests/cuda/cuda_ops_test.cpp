@@ -1318,6 +1318,152 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
     }
 }
 
+// BF16 rows (ops/prepared.h): in batches past the GEMV (17+ tokens) residual_norms and
+// GEGLU also write their outputs rounded to BF16, and matmul, matmul_multi (forked
+// over streams and one after the other) and the router product given those rows
+// return exactly what they return converting x themselves. The producers' f32
+// outputs do not change, and their BF16 rows are the f32 values rounded to nearest
+// even. Misaligned rows (shift 1) take the producers' fallbacks.
+TEST_F(CudaOps, Bf16RowsGiveBitEqualResults) {
+    EXPECT_FALSE(gpu->reads_bf16_rows(16));  // the GEMV's batches read the 8-bit form
+    EXPECT_TRUE(gpu->reads_bf16_rows(17));
+    EXPECT_FALSE(gpu32->reads_bf16_rows(64));  // the f32 precision converts nothing
+    EXPECT_FALSE(cpu->reads_bf16_rows(64));
+    const int64_t H = 2816, F = 704, E = 16;
+    const auto [wq, wrb] = random_quantized(GgmlType::Q4_K, 96, H, 0.05f);
+    const auto [w6, w6rb] = random_quantized(GgmlType::Q6_K, 40, H, 0.05f);
+    const auto [wd, wdrb] = random_quantized(GgmlType::Q5_0, 64, F, 0.05f);
+    const ops::WeightView q4{GgmlType::Q4_K, H, 96, wrb, dev(wq)}, q6{GgmlType::Q6_K, H, 40, w6rb, dev(w6)};
+    const ops::WeightView down{GgmlType::Q5_0, F, 64, wdrb, dev(wd)};
+    // With the BF16 batch copies the model loads too: then matmul_multi forks its
+    // products over streams (up to 128 tokens).
+    ops::WeightView q4c = q4, q6c = q6;
+    q4c.batch_layout = gpu->batch_layout(q4);
+    q6c.batch_layout = gpu->batch_layout(q6);
+    EXPECT_NE(q4c.batch_layout, nullptr);
+    const auto wr = randn(static_cast<size_t>(E * H), 0.05f);
+    const ops::WeightView router{GgmlType::F32, H, E, static_cast<uint64_t>(H) * 4, dev(wr)};
+    auto rounded = [](const std::vector<float>& v) {
+        std::vector<uint16_t> b(v.size());
+        for (size_t i = 0; i < v.size(); ++i) b[i] = quant::fp32_to_bf16(v[i]);
+        return b;
+    };
+    for (int64_t T : {17, 64, 200}) {
+        for (int64_t shift : {0, 1}) {
+            const std::string what = "T=" + std::to_string(T) + " shift=" + std::to_string(shift);
+            const size_t rn = static_cast<size_t>(T * H);
+            const auto x0 = randn(rn + 1), b0 = randn(rn + 1, 3.0f), wn = randn(static_cast<size_t>(H));
+            float *dx = dev(x0), *dy = gpu->alloc_array<float>(rn + 1), *dy2 = gpu->alloc_array<float>(rn + 1);
+            auto* yb = gpu->alloc_array<uint16_t>(rn);
+            ops::ResidualNormsParams r;
+            r.x = dx + shift;
+            r.rows = T;
+            r.n = H;
+            r.b[0] = dev(b0) + shift;
+            r.w[0] = dev(wn);
+            r.n_out = 2;
+            r.y[0] = dy + shift;
+            r.out_w[0] = r.w[0];
+            r.y[1] = dy2 + shift;
+            r.out_w[1] = r.w[0];
+            r.y_bf16[1] = yb;
+            gpu->residual_norms(r);
+            ASSERT_EQ(host(dy, rn + 1), host(dy2, rn + 1)) << what;
+            EXPECT_EQ(host(yb, rn), rounded(host(dy2 + shift, rn))) << what;
+
+            std::vector<float*> y(4);
+            for (auto& p : y) p = gpu->alloc_array<float>(static_cast<size_t>(T * 96));
+            float* y6 = gpu->alloc_array<float>(static_cast<size_t>(T * 40));
+            for (bool copies : {false, true}) {
+                const std::string how = what + (copies ? " batch copies" : " block formats");
+                ops::MatmulParams m{copies ? q4c : q4, dy + shift, y[0], T};
+                gpu->matmul(m);
+                m.y = y[1];
+                m.x_bf16 = yb;
+                gpu->matmul(m);
+                EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[1], static_cast<size_t>(T * 96))) << how;
+                ops::MultiMatmulParams mm;
+                mm.x = dy + shift;
+                mm.n_tokens = T;
+                mm.n = 2;
+                mm.w[0] = copies ? q4c : q4;
+                mm.w[1] = copies ? q6c : q6;
+                mm.y[0] = y[2];
+                mm.y[1] = y6;
+                gpu->matmul_multi(mm);
+                const auto plain6 = host(y6, static_cast<size_t>(T * 40));
+                mm.x_bf16 = yb;
+                mm.y[0] = y[3];
+                gpu->matmul_multi(mm);
+                EXPECT_EQ(host(y[2], static_cast<size_t>(T * 96)), host(y[3], static_cast<size_t>(T * 96))) << how;
+                EXPECT_EQ(host(y6, static_cast<size_t>(T * 40)), plain6) << how;
+                EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[2], static_cast<size_t>(T * 96))) << how;
+            }
+
+            // The router product inside moe_route_group: the same logits.
+            ops::MoeRouteParams rp;
+            rp.n_tokens = T;
+            rp.n_experts = E;
+            rp.k = 4;
+            rp.router_x = dy2 + shift;
+            rp.router_x_stride = H;
+            rp.router_w = router;
+            ops::MoeGroupParams g;
+            g.n_tokens = T;
+            g.k = 4;
+            g.n_experts = E;
+            std::vector<float> logits[2];
+            for (int with_rows = 0; with_rows < 2; ++with_rows) {
+                rp.logits = gpu->alloc_array<float>(static_cast<size_t>(T * E));
+                rp.ids = gpu->alloc_array<int32_t>(static_cast<size_t>(T * 4));
+                rp.weights = gpu->alloc_array<float>(static_cast<size_t>(T * 4));
+                rp.router_x_bf16 = with_rows ? yb : nullptr;
+                g.ids = rp.ids;
+                g.offsets = gpu->alloc_array<int32_t>(E + 1);
+                g.rows = gpu->alloc_array<int32_t>(static_cast<size_t>(T * 4));
+                g.slot_of = gpu->alloc_array<int32_t>(static_cast<size_t>(T * 4));
+                gpu->moe_route_group(rp, g);
+                logits[with_rows] = host(rp.logits, static_cast<size_t>(T * E));
+            }
+            EXPECT_EQ(logits[0], logits[1]) << what << " router";
+
+            // The matmuls really read the BF16 rows: zeroed, they give zeros.
+            gpu->fill_zero(yb, rn * 2);
+            ops::MatmulParams mz{q4, dy + shift, y[1], T};
+            mz.x_bf16 = yb;
+            gpu->matmul(mz);
+            EXPECT_EQ(host(y[1], static_cast<size_t>(T * 96)), std::vector<float>(static_cast<size_t>(T * 96), 0.0f))
+                << what;
+
+            // GEGLU -> the dense down projection.
+            const size_t fn = static_cast<size_t>(T * F);
+            const auto gu = randn(2 * fn + 1);
+            float* dgu = dev(gu) + shift;
+            ops::GegluParams ge;
+            ge.gate = dgu;
+            ge.up = dgu + F;
+            ge.rows = T;
+            ge.n = F;
+            ge.gate_stride = 2 * F;
+            ge.up_stride = 2 * F;
+            ge.out = gpu->alloc_array<float>(fn);
+            gpu->geglu(ge);
+            const auto plain_g = host(ge.out, fn);
+            auto* gb = gpu->alloc_array<uint16_t>(fn);
+            ge.out_bf16 = gb;
+            gpu->geglu(ge);
+            EXPECT_EQ(host(ge.out, fn), plain_g) << what;
+            EXPECT_EQ(host(gb, fn), rounded(plain_g)) << what;
+            ops::MatmulParams md{down, ge.out, gpu->alloc_array<float>(static_cast<size_t>(T * 64)), T};
+            gpu->matmul(md);
+            const auto plain_d = host(md.y, static_cast<size_t>(T * 64));
+            md.x_bf16 = gb;
+            gpu->matmul(md);
+            EXPECT_EQ(host(md.y, static_cast<size_t>(T * 64)), plain_d) << what;
+        }
+    }
+}
+
 // Grouping, grouped expert matmuls (device-only GEMV path, and the tensor-core
 // path with host offsets) and the combine, against the CPU reference.
 TEST_F(CudaOps, MoeGroupMatmulCombine) {

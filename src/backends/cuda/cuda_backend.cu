@@ -46,6 +46,17 @@ constexpr uint64_t kDecodeLayoutHeadroom = uint64_t{2} << 30;
 
 // cuBLAS workspace given explicitly, so captured GEMMs never allocate.
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+// 1 (default): batches past the GEMV have their matmul inputs' BF16 rows written by
+// residual_norms and GEGLU (reads_bf16_rows, ops/prepared.h), so the BF16 GEMMs
+// skip their conversion kernels (at 64 sequences of the 26B-A4B four a layer, 1-2 µs
+// each on the critical path; 933 -> 814 kernels a step). H200, against 0 in the same
+// calls: 64 sequences 4,883 / 4,887 / 4,871 -> 4,900 / 4,909 / 4,888 tokens/s, 32
+// sequences 3,138 -> 3,202 (docs/performance.md, session 34). 0: every BF16 GEMM
+// converts its input, for the A/B.
+#ifndef HF2Q_BF16_ROWS
+#define HF2Q_BF16_ROWS 1
+#endif
+constexpr bool kBf16Rows = HF2Q_BF16_ROWS != 0;
 
 class CudaBackend final : public ops::Backend {
 public:
@@ -295,8 +306,10 @@ public:
         ops::check_residual_norms(p);
         if (launch_residual_norms(p, cur_stream())) return;
         Backend::residual_norms(p);
-        for (int j = 0; j < p.n_out; ++j)  // a producer given a prepared buffer fills it
+        for (int j = 0; j < p.n_out; ++j) {  // a producer given a prepared buffer fills it
             if (p.y_prep[j] != nullptr) launch_quantize_q8(p.y[j], p.n, p.rows, p.n, p.y_prep[j], cur_stream());
+            if (p.y_bf16[j] != nullptr) to_bf16_rows(p.y[j], p.n, p.rows, p.n, p.y_bf16[j], cur_stream());
+        }
     }
     void attention_inputs(const ops::AttentionInputsParams& p) override {
         ops::check_attention_inputs(p);
@@ -305,6 +318,11 @@ public:
     int64_t prepared_tokens() const override { return env_.precision == MatmulPrecision::bf16 ? kGemvTokens : 0; }
     size_t prepared_bytes(int64_t rows, int64_t n) const override {
         return rows > 0 && n > 0 && n % 32 == 0 ? q8_workspace_bytes(rows, n) : 0;
+    }
+    // The BF16 GEMMs of batches past the GEMV read their inputs' BF16 rows
+    // (ops/prepared.h) instead of converting them (kBf16Rows).
+    bool reads_bf16_rows(int64_t n_tokens) const override {
+        return kBf16Rows && env_.precision == MatmulPrecision::bf16 && !matmul_uses_gemv(n_tokens);
     }
     void rope(const ops::RopeParams& p) override { launch_rope(p, cur_stream()); }
     void matmul(const ops::MatmulParams& p) override {

@@ -4,8 +4,10 @@
 #include <cmath>
 
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/gemm.h"
 #include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/mma.cuh"
 #include "backends/cuda/q8.cuh"
 
 namespace hf2q::cuda {
@@ -296,7 +298,9 @@ constexpr int kCombineChunk = kEarly ? 8 : 2;
 // (two branches) or two block reductions and one pass over memory. Each element
 // step is rounded on its own, in the order of the rms_norm sequence it replaces.
 // Outputs with a prepared buffer are also quantized for the integer GEMV: 8
-// consecutive threads hold a 32-value block (blockDim is a multiple of 32). With
+// consecutive threads hold a 32-value block (blockDim is a multiple of 32); outputs
+// with BF16 rows (ops/prepared.h) are also written rounded to BF16, 4 values a
+// store (what to_bf16 would write from y, without its launch). With
 // c.k > 0 (p.combine), b1 is the experts' weighted combine (combine_rows). kEarly:
 // the norm weights are loaded before the wait (NormWeights).
 template <bool kEarly, bool kFull>
@@ -366,6 +370,9 @@ __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
         const float s = p.out_scale[j];
         const bool prep = p.y_prep[j] != nullptr;
         const Q8View yq = q8_view(p.y_prep[j], p.rows, p.n);
+        uint2* const yb = p.y_bf16[j] != nullptr
+                              ? reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.y_bf16[j]) + r * p.n)
+                              : nullptr;
 #pragma unroll
         for (int k = 0; k < kRowVecs; ++k) {
             const int64_t i = row_slot(k);
@@ -379,6 +386,7 @@ __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
                     return s != 1.0f ? __fmul_rn(a, s) : a;
                 });
                 y[i] = o;
+                if (yb != nullptr) yb[i] = make_uint2(pack_bf16(o.x, o.y), pack_bf16(o.z, o.w));
             }
             if (prep) quantize_q8_values({o.x, o.y, o.z, o.w}, in, yq, r, p.n, i);  // whole warp
         }
@@ -511,14 +519,17 @@ __global__ void geglu_q8_kernel(ops::GegluParams p, int64_t gs, int64_t us, int6
 }
 
 // Rows along y, values along x (grid-stride both ways): no division per value.
+// Given out_bf16, each value is also written rounded to BF16 (ops/prepared.h).
 __global__ void geglu_kernel(ops::GegluParams p, int64_t gs, int64_t us, int64_t os) {
     pdl_begin();
+    __nv_bfloat16* const ob = static_cast<__nv_bfloat16*>(p.out_bf16);
     for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y)
         for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
              i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
             float g = gelu_tanh(p.gate[r * gs + i]);
             if (p.up) g *= p.up[r * us + i];
             p.out[r * os + i] = g;
+            if (ob != nullptr) ob[r * p.n + i] = __float2bfloat16_rn(g);
         }
 }
 
@@ -613,9 +624,11 @@ void launch_geglu(const ops::GegluParams& p, cudaStream_t s) {
     if (n <= 0) return;
     if (p.out_prep != nullptr) {
         HF2Q_ASSERT(p.n % 32 == 0);
+        const int64_t os = p.out_stride ? p.out_stride : p.n;
         launch(geglu_q8_kernel, grid_1d(n / 4, kThreads), kThreads, 0, s, p, p.gate_stride ? p.gate_stride : p.n,
-               p.up_stride ? p.up_stride : p.n, p.out_stride ? p.out_stride : p.n);
+               p.up_stride ? p.up_stride : p.n, os);
         HF2Q_CUDA_LAUNCH_CHECK();
+        if (p.out_bf16 != nullptr) to_bf16_rows(p.out, os, p.rows, p.n, p.out_bf16, s);  // both forms: not fused
         return;
     }
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>((p.n + kThreads - 1) / kThreads, 1024)),

@@ -155,14 +155,24 @@ void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, in
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
+void to_bf16_rows(const float* x, int64_t xs, int64_t n_rows, int64_t n, void* out, cudaStream_t s) {
+    if (n_rows <= 0 || n <= 0) return;
+    const bool by8 = n % 8 == 0 && xs % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    launch(to_bf16_kernel, grid_1d(n_rows * (by8 ? n / 8 : n), 256), 256, 0, s, x, xs, nullptr, n_rows, n, by8,
+           static_cast<__nv_bfloat16*>(out));
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
 void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s, bool x_ready) {
     const int64_t n_in = p.w.n_in, xs = p.x_stride ? p.x_stride : n_in, ys = p.y_stride ? p.y_stride : p.w.n_out;
-    if (!x_ready) to_bf16(p.x, xs, nullptr, p.n_tokens, n_in, ws, s);
+    const __nv_bfloat16* xb = p.x_bf16 != nullptr ? static_cast<const __nv_bfloat16*>(p.x_bf16) : ws.x;
+    if (!x_ready && p.x_bf16 == nullptr) to_bf16(p.x, xs, nullptr, p.n_tokens, n_in, ws, s);
     check_cublas(cublasSetStream(h, s), "cublasSetStream");
     // The rows expand_to_bf16 wrote at load (the same values), or BF16 rows as stored.
     const void* rows = p.w.batch_layout != nullptr ? p.w.batch_layout : bf16_rows_direct(p.w) ? p.w.data : nullptr;
     if (rows != nullptr) {
-        gemm_ex(h, p.w.n_out, p.n_tokens, n_in, static_cast<const __nv_bfloat16*>(rows), ws.x, p.y, ys);
+        gemm_ex(h, p.w.n_out, p.n_tokens, n_in, static_cast<const __nv_bfloat16*>(rows), xb, p.y, ys);
         return;
     }
     const int64_t chunk = std::min<int64_t>(p.w.n_out, static_cast<int64_t>(ws.w_elems) / n_in);
@@ -171,7 +181,7 @@ void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, 
         const int64_t rows = std::min(chunk, p.w.n_out - n0);
         expand(p.w.type, static_cast<const uint8_t*>(p.w.data), p.w.row_bytes, 0, n_in, n0, rows, ExpertList{}, ws.w,
                s);
-        gemm_ex(h, rows, p.n_tokens, n_in, ws.w, ws.x, p.y + n0, ys);
+        gemm_ex(h, rows, p.n_tokens, n_in, ws.w, xb, p.y + n0, ys);
     }
 }
 

@@ -37,12 +37,16 @@ constexpr int kMaxGroup = 128;
 // decoding grouped GEMM's fragments take them in (gemm_grouped_reg.cu).
 void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n, GemmWorkspace& ws,
              cudaStream_t s, bool perm16 = false);
+// The same into `out` (n_rows · n values, row after row): a producer's BF16 rows
+// (ops/prepared.h) where its fused kernel does not run.
+void to_bf16_rows(const float* x, int64_t xs, int64_t n_rows, int64_t n, void* out, cudaStream_t s);
 
 // y = x · Wᵀ for a batch: W expanded to BF16 in row chunks that fit the workspace
 // (or read from p.w.batch_layout, expanded once at load), x converted to BF16 once,
 // cuBLAS BF16 GEMM with f32 accumulation and f32 output. x_ready: ws.x already holds
 // p.x in BF16 (to_bf16, not permuted), as for the second and third weights of a
-// matmul_multi.
+// matmul_multi. With p.x_bf16 (its producer's BF16 rows, ops/prepared.h) the GEMM
+// reads those and nothing is converted: the same values, so the same bits.
 void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s, bool x_ready = false);
 
 // Weights gemm_bf16 multiplies as stored, with no expansion and no batch copy: BF16

@@ -85,6 +85,13 @@ namespace {
 #endif
 constexpr int64_t kForkMaxTokens = HF2Q_MATMUL_FORK_TOKENS;
 
+// Product i of p as a matmul op (with p's BF16 rows, if any).
+ops::MatmulParams product(const ops::MultiMatmulParams& p, int i) {
+    ops::MatmulParams m{p.w[i], p.x, p.y[i], p.n_tokens, p.x_stride, p.y_stride[i]};
+    m.x_bf16 = p.x_bf16;
+    return m;
+}
+
 // The products of p after the first on env.fork's streams, the first on s, all
 // reading the BF16 activations converted once; s waits for all of them. False (and
 // nothing issued) where the fork does not apply: a product without BF16 rows to read
@@ -96,15 +103,15 @@ bool forked_products(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream
     for (int i = 0; i < p.n; ++i)
         if (p.w[i].batch_layout == nullptr && !bf16_rows_direct(p.w[i])) return false;
     const int64_t n_in = p.w[0].n_in;
-    to_bf16(p.x, p.x_stride ? p.x_stride : n_in, nullptr, p.n_tokens, n_in, *env.ws, s);
+    if (p.x_bf16 == nullptr) to_bf16(p.x, p.x_stride ? p.x_stride : n_in, nullptr, p.n_tokens, n_in, *env.ws, s);
     HF2Q_CUDA_CHECK(cudaEventRecord(f->start, s));
     for (int i = 1; i < p.n; ++i) {
         cudaStream_t fs = f->stream[i - 1];
         HF2Q_CUDA_CHECK(cudaStreamWaitEvent(fs, f->start, 0));
-        gemm_bf16({p.w[i], p.x, p.y[i], p.n_tokens, p.x_stride, p.y_stride[i]}, *env.ws, f->cublas[i - 1], fs, true);
+        gemm_bf16(product(p, i), *env.ws, f->cublas[i - 1], fs, true);
         HF2Q_CUDA_CHECK(cudaEventRecord(f->done[i - 1], fs));
     }
-    gemm_bf16({p.w[0], p.x, p.y[0], p.n_tokens, p.x_stride, p.y_stride[0]}, *env.ws, env.cublas, s, true);
+    gemm_bf16(product(p, 0), *env.ws, env.cublas, s, true);
     for (int i = 1; i < p.n; ++i) HF2Q_CUDA_CHECK(cudaStreamWaitEvent(s, f->done[i - 1], 0));
     return true;
 }
@@ -154,15 +161,15 @@ void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaSt
         }
     }
     if (!matmul_uses_gemv(p.n_tokens) && env.precision == MatmulPrecision::bf16) {
-        // The activations converted to BF16 once for all weights (same n_in). H200,
-        // session 21, 64 sequences: 4,420 / 4,421 -> 4,523 / 4,486 tokens/s.
+        // The activations converted to BF16 once for all weights (same n_in), or read
+        // from their producer's BF16 rows (p.x_bf16). H200, session 21, 64 sequences:
+        // 4,420 / 4,421 -> 4,523 / 4,486 tokens/s.
         ensure_activations(env, p.n_tokens * p.w[0].n_in);
         if (forked_products(p, env, s)) return;
-        for (int i = 0; i < p.n; ++i)
-            gemm_bf16({p.w[i], p.x, p.y[i], p.n_tokens, p.x_stride, p.y_stride[i]}, *env.ws, env.cublas, s, i > 0);
+        for (int i = 0; i < p.n; ++i) gemm_bf16(product(p, i), *env.ws, env.cublas, s, i > 0);
         return;
     }
-    for (int i = 0; i < p.n; ++i) launch_matmul({p.w[i], p.x, p.y[i], p.n_tokens, p.x_stride, p.y_stride[i]}, env, s);
+    for (int i = 0; i < p.n; ++i) launch_matmul(product(p, i), env, s);
 }
 
 }  // namespace hf2q::cuda

@@ -70,6 +70,12 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
             moe_in_prep_ = prepared(prep_tokens_, H);
         }
     }
+    if (be.reads_bf16_rows(T)) {
+        auto bf16_rows = [&](int64_t n) { return be.alloc(sz(T * n) * 2); };
+        cur_bf16_ = bf16_rows(H);
+        gate_bf16_ = bf16_rows(ff);
+        if (c.is_moe()) router_bf16_ = bf16_rows(H);
+    }
     out_rows_ = buf(kHeadChunk * H);
     logits_ = buf(kHeadChunk * c.n_vocab);
     argmax_ids_ = be.alloc_array<int32_t>(sz(T));

@@ -119,9 +119,10 @@ private:
     const int32_t* feed_tokens(const BatchView& b);
     // y = x · Wᵀ for T rows; reports x to the observer first. `name` is the GGUF
     // tensor name without "blk.N." (layer il < 0: a global tensor).
-    // x_prep: x in the backend's prepared form, or nullptr (ops/prepared.h).
+    // x_prep: x in the backend's prepared form, x_bf16: x's BF16 rows, or nullptr
+    // (ops/prepared.h).
     void project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x, float* y,
-                 int64_t T, int64_t y_stride = 0, const void* x_prep = nullptr);
+                 int64_t T, int64_t y_stride = 0, const void* x_prep = nullptr, const void* x_bf16 = nullptr);
     // Several projections of the same x (q/k/v, gate/up) as one backend call, which
     // prepares x once (quantized or converted on a device); with an observer, one
     // project() each so it sees every weight's input.
@@ -131,12 +132,16 @@ private:
         float* y;
     };
     void project_multi(std::initializer_list<Projection> list, int64_t il, const float* x, int64_t T,
-                       const void* x_prep = nullptr);
+                       const void* x_prep = nullptr, const void* x_bf16 = nullptr);
     // The prepared-form buffer `buf` for rows of n values in a batch of T tokens, or
     // nullptr where the backend prepares no such inputs.
     void* prep(void* buf, int64_t T, int64_t n) const {
         return buf != nullptr && T <= prep_tokens_ && be_.prepared_bytes(T, n) > 0 ? buf : nullptr;
     }
+    // The BF16 rows buffer `buf` in a batch of T tokens, or nullptr where the
+    // backend's matmuls of T tokens do not read them (ops/prepared.h).
+    void* bf16(void* buf, int64_t T) const { return buf != nullptr && be_.reads_bf16_rows(T) ? buf : nullptr; }
+    void* dense_mlp_bf16(int64_t T) const;
     float* buf(int64_t n) { return be_.alloc_array<float>(static_cast<size_t>(n)); }
 
     const Config& c_;
@@ -173,6 +178,9 @@ private:
     int64_t prep_tokens_ = 0;
     void *cur_prep_ = nullptr, *gate_prep_ = nullptr, *ge_prep_ = nullptr, *moe_in_prep_ = nullptr;
     void* attn_prep_ = nullptr;
+    // BF16 rows (ops/prepared.h) of cur_, router_in_ and gate_, written by their
+    // producers where the backend reads them at the largest batch (else nullptr).
+    void *cur_bf16_ = nullptr, *router_bf16_ = nullptr, *gate_bf16_ = nullptr;
     int32_t* route_ids_ = nullptr;            // [T][k]
     float *xe_ = nullptr, *gu_ = nullptr, *ge_ = nullptr, *ye_ = nullptr;  // [T·k] grouped expert rows
     int32_t* expert_rows_ = nullptr;          // [T·k] token rows grouped by expert

@@ -50,7 +50,7 @@ ops::GegluParams expert_geglu(float* gu, float* out, int64_t rows, int64_t Fe) {
 }  // namespace
 
 void Forward::project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x,
-                      float* y, int64_t T, int64_t y_stride, const void* x_prep) {
+                      float* y, int64_t T, int64_t y_stride, const void* x_prep, const void* x_bf16) {
     if (observer_) {
         const std::string full = il < 0 ? std::string(name) : "blk." + std::to_string(il) + "." + name;
         const float* host = x;
@@ -63,19 +63,21 @@ void Forward::project(const ops::WeightView& w, const char* name, int64_t il, in
     }
     ops::MatmulParams p = linear(w, x, y, T, y_stride);
     p.x_prep = x_prep;
+    p.x_bf16 = x_bf16;
     be_.matmul(p);
 }
 
 void Forward::project_multi(std::initializer_list<Projection> list, int64_t il, const float* x, int64_t T,
-                            const void* x_prep) {
+                            const void* x_prep, const void* x_bf16) {
     if (observer_ || list.size() == 1) {
-        for (const Projection& p : list) project(p.w, p.name, il, -1, x, p.y, T, 0, x_prep);
+        for (const Projection& p : list) project(p.w, p.name, il, -1, x, p.y, T, 0, x_prep, x_bf16);
         return;
     }
     ops::MultiMatmulParams m;
     m.x = x;
     m.n_tokens = T;
     m.x_prep = x_prep;
+    m.x_bf16 = x_bf16;
     for (const Projection& p : list) {
         HF2Q_ASSERT(m.n < ops::MultiMatmulParams::kMax);
         m.w[m.n] = p.w;
@@ -103,14 +105,16 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     const float* inv_freq = c_.is_sliding(il) ? inv_freq_swa_ : inv_freq_full_;
     const Projection pq{l.attn_q, "attn_q.weight", q_}, pk{l.attn_k, "attn_k.weight", k_},
         pv{l.attn_v, "attn_v.weight", v_};
-    // cur_prep_ is cur_ prepared by the previous layer's last residual update.
+    // cur_prep_ (cur_bf16_) is cur_ prepared (in BF16) by the previous layer's last
+    // residual update.
     const void* xp = il > 0 ? prep(cur_prep_, T, c_.n_embd) : nullptr;
+    const void* xb = il > 0 ? bf16(cur_bf16_, T) : nullptr;
     if (!c_.has_kv(il))
-        project_multi({pq}, il, cur_, T, xp);
+        project_multi({pq}, il, cur_, T, xp, xb);
     else if (l.attn_v.empty())
-        project_multi({pq, pk}, il, cur_, T, xp);
+        project_multi({pq, pk}, il, cur_, T, xp, xb);
     else
-        project_multi({pq, pk, pv}, il, cur_, T, xp);
+        project_multi({pq, pk, pv}, il, cur_, T, xp, xb);
     // Head norms, RoPE and (cache-owning layers) the KV store: one op.
     ops::AttentionInputsParams in;
     in.q = q_;
@@ -177,9 +181,11 @@ void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
     r.y[0] = cur_;
     r.out_w[0] = l.ffn_norm;
     r.y_prep[0] = prep(cur_prep_, T, c_.n_embd);
+    r.y_bf16[0] = dense_mlp_bf16(T);
     r.n_out = 1;
     if (c_.is_moe()) {
         r.y[1] = router_in_;
+        r.y_bf16[1] = bf16(router_bf16_, T);
         r.out_w[1] = l.ffn_gate_inp_scale;
         r.out_scale[1] = 1.0f / std::sqrt(static_cast<float>(H));
         r.y[2] = moe_in_;
@@ -189,6 +195,14 @@ void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
     }
     be_.residual_norms(r);
 }
+
+// The dense MLP input's BF16 rows (cur_bf16_), on layers without experts only. Why:
+// on MoE layers the dense MLP's chain runs beside the experts' (feed_forward), and
+// without its conversion kernel its GEMMs started while the router chain ran and
+// delayed it: the experts' gate_up began about 14 µs later a layer (CUPTI trace).
+// H200, 26B-A4B, against no BF16 rows: 64 sequences −0.9 % with them here, +0.4 %
+// without; 32 sequences +3.6 % / +2.0 % (docs/performance.md, session 34).
+void* Forward::dense_mlp_bf16(int64_t T) const { return c_.is_moe() ? nullptr : bf16(cur_bf16_, T); }
 
 // The residual update x += rmsnorm(branch; w) of T rows, without outputs.
 ops::ResidualNormsParams Forward::residual(float* branch, const float* w, int64_t T) const {
@@ -209,6 +223,7 @@ void Forward::add_next_input(ops::ResidualNormsParams& r, const float* next_norm
     r.y[r.n_out] = cur_;
     r.out_w[r.n_out] = next_norm;
     r.y_prep[r.n_out] = prep(cur_prep_, T, c_.n_embd);
+    r.y_bf16[r.n_out] = bf16(cur_bf16_, T);
     ++r.n_out;
 }
 
@@ -225,7 +240,7 @@ void Forward::residual_update(float* branch, const float* w, float out_scale, co
 void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t F = c_.n_ff[sz(il)];
     project_multi({{l.ffn_gate, "ffn_gate.weight", gate_}, {l.ffn_up, "ffn_up.weight", up_}}, il, cur_, T,
-                  prep(cur_prep_, T, c_.n_embd));
+                  prep(cur_prep_, T, c_.n_embd), dense_mlp_bf16(T));
     ops::GegluParams g;
     g.gate = gate_;
     g.up = up_;
@@ -233,8 +248,9 @@ void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out
     g.rows = T;
     g.n = F;
     g.out_prep = prep(gate_prep_, T, F);
+    g.out_bf16 = bf16(gate_bf16_, T);
     be_.geglu(g);
-    project(l.ffn_down, "ffn_down.weight", il, -1, gate_, out, T, 0, g.out_prep);
+    project(l.ffn_down, "ffn_down.weight", il, -1, gate_, out, T, 0, g.out_prep, g.out_bf16);
 }
 
 // Routed experts: router on the un-normed residual x (rmsnorm without weight,
@@ -276,6 +292,7 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     rp.router_x = router_in_;
     rp.router_x_stride = H;
     rp.router_w = l.ffn_gate_inp;
+    rp.router_x_bf16 = bf16(router_bf16_, T);
     be_.moe_route_group(rp, g);
     const int32_t* host_offsets = nullptr;
     if (be_.host_memory()) {
