@@ -50,6 +50,25 @@ protected:
         return v;
     }
 
+    // residual_norms over T random rows of n values that start `shift` floats into
+    // their buffers (1: misaligned, so the fallback runs), with two outputs of the same
+    // norm, y[0] and y[1], for the caller to give y[1] a prepared or BF16 buffer.
+    ops::ResidualNormsParams two_output_norms(int64_t T, int64_t n, int64_t shift) {
+        const size_t rn = static_cast<size_t>(T * n);
+        ops::ResidualNormsParams r;
+        r.x = dev(randn(rn + 1)) + shift;
+        r.rows = T;
+        r.n = n;
+        r.b[0] = dev(randn(rn + 1, 3.0f)) + shift;
+        r.w[0] = dev(randn(static_cast<size_t>(n)));
+        r.n_out = 2;
+        for (int j = 0; j < 2; ++j) {
+            r.y[j] = gpu->alloc_array<float>(rn + 1) + shift;
+            r.out_w[j] = r.w[0];
+        }
+        return r;
+    }
+
     // rows × n_in normal(0, sd) values quantized to t, in host memory.
     struct Quantized {
         std::vector<uint8_t> bytes;
@@ -1196,33 +1215,22 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
             const std::string what = "T=" + std::to_string(T) + " shift=" + std::to_string(shift);
             const size_t rn = static_cast<size_t>(T * H);
             // residual_norms -> y (plain and prepared) -> matmul and matmul_multi.
-            const auto x0 = randn(rn + 1), b0 = randn(rn + 1, 3.0f), wn = randn(static_cast<size_t>(H));
-            float *dx = dev(x0), *dy = gpu->alloc_array<float>(rn + 1), *dy2 = gpu->alloc_array<float>(rn + 1);
             void* yp = gpu->alloc(gpu->prepared_bytes(T, H));
-            ops::ResidualNormsParams r;
-            r.x = dx + shift;
-            r.rows = T;
-            r.n = H;
-            r.b[0] = dev(b0) + shift;
-            r.w[0] = dev(wn);
-            r.n_out = 2;
-            r.y[0] = dy + shift;
-            r.out_w[0] = r.w[0];
-            r.y[1] = dy2 + shift;
-            r.out_w[1] = r.w[0];
+            ops::ResidualNormsParams r = two_output_norms(T, H, shift);
             r.y_prep[1] = yp;
             gpu->residual_norms(r);
-            ASSERT_EQ(host(dy, rn + 1), host(dy2, rn + 1)) << what;
+            float* const dy = r.y[0];
+            ASSERT_EQ(host(dy, rn), host(r.y[1], rn)) << what;
             std::vector<float*> y(4);
             for (auto& p : y) p = gpu->alloc_array<float>(static_cast<size_t>(T * 96));
-            ops::MatmulParams m{q4, dy + shift, y[0], T};
+            ops::MatmulParams m{q4, dy, y[0], T};
             gpu->matmul(m);
             m.y = y[1];
             m.x_prep = yp;
             gpu->matmul(m);
             EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[1], static_cast<size_t>(T * 96))) << what;
             ops::MultiMatmulParams mm;
-            mm.x = dy + shift;
+            mm.x = dy;
             mm.n_tokens = T;
             mm.n = 2;
             mm.w[0] = q4;
@@ -1250,7 +1258,7 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
             eg.offsets = dev(goff);
             eg.x_rows = dev(grows);
             eg.x_n_rows = T;
-            eg.x = dy + shift;
+            eg.x = dy;
             eg.n_rows = gn;
             const size_t gu_out = static_cast<size_t>(gn * 64);
             std::vector<std::vector<float>> gathered[2];  // [geglu][prepared]
@@ -1352,38 +1360,27 @@ TEST_F(CudaOps, Bf16RowsGiveBitEqualResults) {
         for (int64_t shift : {0, 1}) {
             const std::string what = "T=" + std::to_string(T) + " shift=" + std::to_string(shift);
             const size_t rn = static_cast<size_t>(T * H);
-            const auto x0 = randn(rn + 1), b0 = randn(rn + 1, 3.0f), wn = randn(static_cast<size_t>(H));
-            float *dx = dev(x0), *dy = gpu->alloc_array<float>(rn + 1), *dy2 = gpu->alloc_array<float>(rn + 1);
             auto* yb = gpu->alloc_array<uint16_t>(rn);
-            ops::ResidualNormsParams r;
-            r.x = dx + shift;
-            r.rows = T;
-            r.n = H;
-            r.b[0] = dev(b0) + shift;
-            r.w[0] = dev(wn);
-            r.n_out = 2;
-            r.y[0] = dy + shift;
-            r.out_w[0] = r.w[0];
-            r.y[1] = dy2 + shift;
-            r.out_w[1] = r.w[0];
+            ops::ResidualNormsParams r = two_output_norms(T, H, shift);
             r.y_bf16[1] = yb;
             gpu->residual_norms(r);
-            ASSERT_EQ(host(dy, rn + 1), host(dy2, rn + 1)) << what;
-            EXPECT_EQ(host(yb, rn), rounded(host(dy2 + shift, rn))) << what;
+            float *const dy = r.y[0], *const dy2 = r.y[1];
+            ASSERT_EQ(host(dy, rn), host(dy2, rn)) << what;
+            EXPECT_EQ(host(yb, rn), rounded(host(dy2, rn))) << what;
 
             std::vector<float*> y(4);
             for (auto& p : y) p = gpu->alloc_array<float>(static_cast<size_t>(T * 96));
             float* y6 = gpu->alloc_array<float>(static_cast<size_t>(T * 40));
             for (bool copies : {false, true}) {
                 const std::string how = what + (copies ? " batch copies" : " block formats");
-                ops::MatmulParams m{copies ? q4c : q4, dy + shift, y[0], T};
+                ops::MatmulParams m{copies ? q4c : q4, dy, y[0], T};
                 gpu->matmul(m);
                 m.y = y[1];
                 m.x_bf16 = yb;
                 gpu->matmul(m);
                 EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[1], static_cast<size_t>(T * 96))) << how;
                 ops::MultiMatmulParams mm;
-                mm.x = dy + shift;
+                mm.x = dy;
                 mm.n_tokens = T;
                 mm.n = 2;
                 mm.w[0] = copies ? q4c : q4;
@@ -1405,7 +1402,7 @@ TEST_F(CudaOps, Bf16RowsGiveBitEqualResults) {
             rp.n_tokens = T;
             rp.n_experts = E;
             rp.k = 4;
-            rp.router_x = dy2 + shift;
+            rp.router_x = dy2;
             rp.router_x_stride = H;
             rp.router_w = router;
             ops::MoeGroupParams g;
@@ -1429,7 +1426,7 @@ TEST_F(CudaOps, Bf16RowsGiveBitEqualResults) {
 
             // The matmuls really read the BF16 rows: zeroed, they give zeros.
             gpu->fill_zero(yb, rn * 2);
-            ops::MatmulParams mz{q4, dy + shift, y[1], T};
+            ops::MatmulParams mz{q4, dy, y[1], T};
             mz.x_bf16 = yb;
             gpu->matmul(mz);
             EXPECT_EQ(host(y[1], static_cast<size_t>(T * 96)), std::vector<float>(static_cast<size_t>(T * 96), 0.0f))
