@@ -69,6 +69,41 @@ protected:
         return r;
     }
 
+    // matmul(a) and matmul_multi(a, b) of T rows of x, plain and with `with` applied
+    // to their params (it gives them a prepared or BF16 input, ops/prepared.h): the
+    // same results, and the multi's first product equal to the plain matmul. Returns
+    // the matmul's params with `with` applied (their y its second output).
+    template <class With>
+    ops::MatmulParams expect_same_products(const ops::WeightView& a, const ops::WeightView& b, const float* x,
+                                           int64_t T, With with, const std::string& what) {
+        const size_t na = static_cast<size_t>(T * a.n_out), nb = static_cast<size_t>(T * b.n_out);
+        std::vector<float*> y(4);
+        for (auto& p : y) p = gpu->alloc_array<float>(na);
+        ops::MatmulParams m{a, x, y[0], T};
+        gpu->matmul(m);
+        m.y = y[1];
+        with(m);
+        gpu->matmul(m);
+        EXPECT_EQ(host(y[0], na), host(y[1], na)) << what;
+        ops::MultiMatmulParams mm;
+        mm.x = x;
+        mm.n_tokens = T;
+        mm.n = 2;
+        mm.w[0] = a;
+        mm.w[1] = b;
+        mm.y[0] = y[2];
+        mm.y[1] = gpu->alloc_array<float>(nb);
+        gpu->matmul_multi(mm);
+        const auto plain_b = host(mm.y[1], nb);
+        with(mm);
+        mm.y[0] = y[3];
+        gpu->matmul_multi(mm);
+        EXPECT_EQ(host(y[2], na), host(y[3], na)) << what;
+        EXPECT_EQ(host(mm.y[1], nb), plain_b) << what;
+        EXPECT_EQ(host(y[0], na), host(y[2], na)) << what;
+        return m;
+    }
+
     // rows × n_in normal(0, sd) values quantized to t, in host memory.
     struct Quantized {
         std::vector<uint8_t> bytes;
@@ -1221,30 +1256,7 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
             gpu->residual_norms(r);
             float* const dy = r.y[0];
             ASSERT_EQ(host(dy, rn), host(r.y[1], rn)) << what;
-            std::vector<float*> y(4);
-            for (auto& p : y) p = gpu->alloc_array<float>(static_cast<size_t>(T * 96));
-            ops::MatmulParams m{q4, dy, y[0], T};
-            gpu->matmul(m);
-            m.y = y[1];
-            m.x_prep = yp;
-            gpu->matmul(m);
-            EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[1], static_cast<size_t>(T * 96))) << what;
-            ops::MultiMatmulParams mm;
-            mm.x = dy;
-            mm.n_tokens = T;
-            mm.n = 2;
-            mm.w[0] = q4;
-            mm.w[1] = q6;
-            mm.y[0] = y[2];
-            mm.y[1] = gpu->alloc_array<float>(static_cast<size_t>(T * 40));
-            gpu->matmul_multi(mm);
-            const auto plain6 = host(mm.y[1], static_cast<size_t>(T * 40));
-            mm.x_prep = yp;
-            mm.y[0] = y[3];
-            gpu->matmul_multi(mm);
-            EXPECT_EQ(host(y[2], static_cast<size_t>(T * 96)), host(y[3], static_cast<size_t>(T * 96))) << what;
-            EXPECT_EQ(host(mm.y[1], static_cast<size_t>(T * 40)), plain6) << what;
-            EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[2], static_cast<size_t>(T * 96))) << what;
+            ops::MatmulParams m = expect_same_products(q4, q6, dy, T, [&](auto& p) { p.x_prep = yp; }, what);
             // The experts' gate_up reads the T prepared rows through the grouping's gather
             // (x_rows, x_n_rows = T), plain and with the GEGLU epilogue.
             const auto gids = random_routing(rng, T, K, GE);
@@ -1275,9 +1287,8 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
             }
             // The matmuls really read the prepared rows: zeroed, they give zeros.
             gpu->fill_zero(yp, gpu->prepared_bytes(T, H));
-            m.y = y[1];
             gpu->matmul(m);
-            EXPECT_EQ(host(y[1], static_cast<size_t>(T * 96)), std::vector<float>(static_cast<size_t>(T * 96), 0.0f));
+            EXPECT_EQ(host(m.y, static_cast<size_t>(T * 96)), std::vector<float>(static_cast<size_t>(T * 96), 0.0f));
             eg.geglu = false;
             eg.geglu_scratch = nullptr;
             gpu->moe_matmul(eg);
@@ -1368,34 +1379,9 @@ TEST_F(CudaOps, Bf16RowsGiveBitEqualResults) {
             ASSERT_EQ(host(dy, rn), host(dy2, rn)) << what;
             EXPECT_EQ(host(yb, rn), rounded(host(dy2, rn))) << what;
 
-            std::vector<float*> y(4);
-            for (auto& p : y) p = gpu->alloc_array<float>(static_cast<size_t>(T * 96));
-            float* y6 = gpu->alloc_array<float>(static_cast<size_t>(T * 40));
-            for (bool copies : {false, true}) {
-                const std::string how = what + (copies ? " batch copies" : " block formats");
-                ops::MatmulParams m{copies ? q4c : q4, dy, y[0], T};
-                gpu->matmul(m);
-                m.y = y[1];
-                m.x_bf16 = yb;
-                gpu->matmul(m);
-                EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[1], static_cast<size_t>(T * 96))) << how;
-                ops::MultiMatmulParams mm;
-                mm.x = dy;
-                mm.n_tokens = T;
-                mm.n = 2;
-                mm.w[0] = copies ? q4c : q4;
-                mm.w[1] = copies ? q6c : q6;
-                mm.y[0] = y[2];
-                mm.y[1] = y6;
-                gpu->matmul_multi(mm);
-                const auto plain6 = host(y6, static_cast<size_t>(T * 40));
-                mm.x_bf16 = yb;
-                mm.y[0] = y[3];
-                gpu->matmul_multi(mm);
-                EXPECT_EQ(host(y[2], static_cast<size_t>(T * 96)), host(y[3], static_cast<size_t>(T * 96))) << how;
-                EXPECT_EQ(host(y6, static_cast<size_t>(T * 40)), plain6) << how;
-                EXPECT_EQ(host(y[0], static_cast<size_t>(T * 96)), host(y[2], static_cast<size_t>(T * 96))) << how;
-            }
+            for (bool copies : {false, true})
+                expect_same_products(copies ? q4c : q4, copies ? q6c : q6, dy, T, [&](auto& p) { p.x_bf16 = yb; },
+                                     what + (copies ? " batch copies" : " block formats"));
 
             // The router product inside moe_route_group: the same logits.
             ops::MoeRouteParams rp;
@@ -1426,10 +1412,10 @@ TEST_F(CudaOps, Bf16RowsGiveBitEqualResults) {
 
             // The matmuls really read the BF16 rows: zeroed, they give zeros.
             gpu->fill_zero(yb, rn * 2);
-            ops::MatmulParams mz{q4, dy, y[1], T};
+            ops::MatmulParams mz{q4, dy, gpu->alloc_array<float>(static_cast<size_t>(T * 96)), T};
             mz.x_bf16 = yb;
             gpu->matmul(mz);
-            EXPECT_EQ(host(y[1], static_cast<size_t>(T * 96)), std::vector<float>(static_cast<size_t>(T * 96), 0.0f))
+            EXPECT_EQ(host(mz.y, static_cast<size_t>(T * 96)), std::vector<float>(static_cast<size_t>(T * 96), 0.0f))
                 << what;
 
             // GEGLU -> the dense down projection.

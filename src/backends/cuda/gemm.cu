@@ -139,6 +139,16 @@ void gemm_ex(cublasHandle_t h, int64_t rows, int64_t n, int64_t k, const __nv_bf
                  "BF16 GEMM");
 }
 
+// to_bf16_kernel over n_rows rows into out, 8 values a thread where the rows and
+// out allow 16-byte accesses.
+void launch_to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n,
+                    __nv_bfloat16* out, cudaStream_t s) {
+    const bool by8 = n % 8 == 0 && xs % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    launch(to_bf16_kernel, grid_1d(n_rows * (by8 ? n / 8 : n), 256), 256, 0, s, x, xs, rows, n_rows, n, by8, out);
+    HF2Q_CUDA_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, int64_t n, GemmWorkspace& ws,
@@ -150,18 +160,12 @@ void to_bf16(const float* x, int64_t xs, const int32_t* rows, int64_t n_rows, in
         HF2Q_CUDA_LAUNCH_CHECK();
         return;
     }
-    const bool by8 = n % 8 == 0 && xs % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    launch(to_bf16_kernel, grid_1d(n_rows * (by8 ? n / 8 : n), 256), 256, 0, s, x, xs, rows, n_rows, n, by8, ws.x);
-    HF2Q_CUDA_LAUNCH_CHECK();
+    launch_to_bf16(x, xs, rows, n_rows, n, ws.x, s);
 }
 
 void to_bf16_rows(const float* x, int64_t xs, int64_t n_rows, int64_t n, void* out, cudaStream_t s) {
     if (n_rows <= 0 || n <= 0) return;
-    const bool by8 = n % 8 == 0 && xs % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    launch(to_bf16_kernel, grid_1d(n_rows * (by8 ? n / 8 : n), 256), 256, 0, s, x, xs, nullptr, n_rows, n, by8,
-           static_cast<__nv_bfloat16*>(out));
-    HF2Q_CUDA_LAUNCH_CHECK();
+    launch_to_bf16(x, xs, nullptr, n_rows, n, static_cast<__nv_bfloat16*>(out), s);
 }
 
 void gemm_bf16(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s, bool x_ready) {
