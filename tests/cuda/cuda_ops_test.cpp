@@ -1079,7 +1079,8 @@ TEST_F(CudaOps, MoeCombineWithOneTokenProduct) {
 // rows take one paired pass, 5-8 one full pass, 9-12 a full pass and a paired one,
 // and so on. Routing with fixed counts per expert (top-1, tokens interleaved so the
 // gathered rows are scattered) checks each expert's rows on its own, so an error in
-// one kind of pass names its expert and count.
+// one kind of pass names its expert and count. Widths of 96 values (three 32-value
+// units) give Q5_0's unit pairs an odd unit after them.
 TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
     const std::vector<int> counts = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 0, 1, 4};
     const int64_t E = static_cast<int64_t>(counts.size()), F = 37;
@@ -1089,7 +1090,7 @@ TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
             if (round < counts[static_cast<size_t>(e)]) ids.push_back(static_cast<int32_t>(e));
     const int64_t T = static_cast<int64_t>(ids.size());  // 102 routed rows > 16 experts
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0}) {
-        for (const int64_t H : t == GgmlType::Q4_K ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{256, 704}) {
+        for (const int64_t H : t == GgmlType::Q4_K ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{96, 256, 704}) {
             const GroupedRun run = grouped_integer_run(t, E, F, H, ids, T, 1);
             const auto& off = run.off;
             const auto& got = run.got;

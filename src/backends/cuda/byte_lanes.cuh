@@ -14,6 +14,13 @@ __device__ __forceinline__ uint32_t bit4_of_bytes(uint32_t v) {
     return (((v & 15u) * 0x00204081u) & 0x01010101u) << 4;
 }
 
+// Bit 4 of byte k of the result is bit 4 + k of v (the fifth bits of the upper four
+// quants of a Q5_0 lane): the same multiply on the high nibble in place, whose copies
+// land on bit 8k + 4 directly, one shift fewer than bit4_of_bytes(v >> 4).
+__device__ __forceinline__ uint32_t bit4_of_bytes_hi(uint32_t v) {
+    return ((v & 0xF0u) * 0x00204081u) & 0x10101010u;
+}
+
 // Per byte q − k as signed bytes, for bytes of q and k below 128 (the offset-binary
 // quants: Q4_0 − 8, Q5_0 − 16, Q6_K − 32): with bit 7 set in every byte of q the
 // subtraction cannot borrow across bytes, and flipping bit 7 back gives q − k mod

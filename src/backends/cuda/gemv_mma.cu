@@ -111,6 +111,13 @@ constexpr int64_t kSeqTilesMaxRows = 8;  // routed rows an expert, on average, f
 #define HF2Q_GEMV_MMA_SPLIT32 1
 #endif
 static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GEMV_MMA_SPLIT32: 4 or 1");
+// 1 (default): Q5_0 tiles of one warp (HF2Q_GEMV_MMA_SPLIT32 = 1) take their units
+// two at a time (Q50Pair); 0: one at a time through MmaUnit<Q5_0>, for A/Bs. SASS
+// (sm_90a): 95 -> 67.5 instructions a unit. H200, session 35, 512 routed rows
+// (DISABLED_MoeThroughput, T = 64): down Q5_0 81.8 -> 69.7 us.
+#ifndef HF2Q_GEMV_MMA_Q50_PAIRS
+#define HF2Q_GEMV_MMA_Q50_PAIRS 1
+#endif
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -314,6 +321,55 @@ struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
     }
 };
 
+// 4 bytes at an aligned 32-bit shared address.
+__device__ __forceinline__ uint32_t lds4(uint32_t a) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a));
+    return v;
+}
+
+// Units 2p and 2p + 1 of Q5_0 rows g and g + 8 (a warp's whole tile, kSplit == 1).
+// Why: a 22-byte block starts 2 bytes off a word every other unit, and
+// MmaUnit<Q5_0>::load finds its pieces with lds4_a2 / lds8_a2, whose word address
+// and funnel shift are computed from the address at run time (about a third of the
+// loop's 95 instructions a unit). A pair is 44 bytes: with the row on a 4-byte
+// boundary (gemv_mma_supported) every piece of it sits at a fixed offset from an
+// aligned word, so the loads take immediate offsets from one base, the first
+// block's misaligned scale bits and quants come out of one PRMT each, and the
+// second block's are whole words. The same fragments and scales as MmaUnit<Q5_0>,
+// so the same sums.
+//
+// Pair layout (bytes): d0 0-1, qh0 2-5, qs0 6-21, d1 22-23, qh1 24-27, qs1 28-43.
+// Lane t's quant bytes are 8(t % 2) .. + 7 of a block's qs (qoff = 4 + 8(t % 2) is
+// the word before them in block 0, and 24 + qoff their first word in block 1).
+struct Q50Pair {
+    uint32_t a[2][4];
+    float d[2][2], m[2][2];
+    __device__ static void quants(uint32_t (&a)[4], int r, uint32_t qh, uint32_t qx, uint32_t qy, uint32_t shift,
+                                  int t) {
+        qh >>= 8 * t;
+        a[r] = ((qx >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh);
+        a[2 + r] = ((qy >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes_hi(qh);
+    }
+    __device__ void load(const uint32_t (&row)[2], uint32_t p, uint32_t qoff, int t) {
+        const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t at = row[r] + 44 * p;
+            const uint32_t w0 = lds4(at), w1 = lds4(at + 4), w5 = lds4(at + 20), qh1 = lds4(at + 24);
+            const uint32_t q0 = lds4(at + qoff), q1 = lds4(at + qoff + 4), q2 = lds4(at + qoff + 8);
+            const uint32_t r0 = lds4(at + 24 + qoff), r1 = lds4(at + 28 + qoff);
+            d[0][r] = half_bits(w0);
+            d[1][r] = half_bits(w5 >> 16);
+            m[0][r] = 16.0f * d[0][r];
+            m[1][r] = 16.0f * d[1][r];
+            quants(a[0], r, __byte_perm(w0, w1, 0x5432), __byte_perm(q0, q1, 0x5432), __byte_perm(q1, q2, 0x5432),
+                   shift, t);
+            quants(a[1], r, qh1, r0, r1, shift, t);
+        }
+    }
+};
+
 // Copies `bytes` (a multiple of 4) from src (4-byte aligned) to dst, which has src's
 // alignment modulo 16: 4-byte pieces up to src's first 16-byte boundary and after
 // its last, 16-byte pieces between (past L1: the weights are read once).
@@ -400,6 +456,11 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
     const uint32_t xrow = smem_u32(smem + L.x) + (g % 4) * L.x_stride + 8 * t + 32 * (2 * c + hi);
     const float2* ds0 = ds_base + (2 * t % 4) * ds_stride + j;
     const float2* ds1 = ds0 + ds_stride;
+    // Unrolled by 2, the loop takes its loads at immediate offsets and its counters
+    // half as often; ptxas did so by itself for kLow only. SASS, both passes: kLow
+    // 70.5 / 111 -> 70.5 / 101.5 instructions a unit, !kLow 92 / 135 -> 82.5 / 125.5.
+    // H200, session 35, 512 routed rows: gate_up 124.1 -> 119.3 us.
+#pragma unroll 2
     for (uint32_t b = 0, u = c; u < units; ++b, u += kWarps) {
         PairUnit<kLow> w;
         w.load(rs, b * 144, qoff, sel);
@@ -425,6 +486,7 @@ __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], ui
     const uint32_t xrow = smem_u32(smem + L.x) + g * L.x_stride + 8 * t + 64 * c;  // block 8b + 2c
     const float2* ds0 = ds_base + 2 * t * ds_stride + 2 * c;
     const float2* ds1 = ds0 + ds_stride;
+#pragma unroll 2  // (as paired_pass's loop)
     for (uint32_t b = 0, u = c; u < units; ++b, u += kWarps) {
         FullUnitQ4K<kLow> w;
         w.load(rs, b * 144, qoff, sel);
@@ -533,7 +595,24 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
                 const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
                 const float2* ds0 = ds_base + 2 * t * nb;
                 const float2* ds1 = ds0 + nb;
-                for (uint32_t u = part; u < units; u += kSplit) {
+                uint32_t u0 = part;
+                if constexpr (T == GgmlType::Q5_0 && kSplit == 1 && HF2Q_GEMV_MMA_Q50_PAIRS) {
+                    const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
+                    const uint32_t qoff = 4 + 8 * static_cast<uint32_t>(t % 2);
+                    for (; u0 + 1 < units; u0 += 2) {
+                        Q50Pair w;
+                        w.load(rs, u0 / 2, qoff, t);
+#pragma unroll
+                        for (int s = 0; s < 2; ++s) {
+                            const uint32_t j = u0 + static_cast<uint32_t>(s);
+                            const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
+                            int sum[4];
+                            mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
+                            scale_into<true>(acc, sum, w.d[s], w.m[s], ds0[j], ds1[j]);
+                        }
+                    }
+                }
+                for (uint32_t u = u0; u < units; u += kSplit) {  // (an odd unit left after the pairs)
                     U w;
                     w.load(row, u, t);
 #pragma unroll
