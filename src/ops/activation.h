@@ -21,4 +21,17 @@ struct GegluParams {
     void* out_bf16 = nullptr;  // optional: also out's BF16 rows (ops/prepared.h)
 };
 
+// GEGLU over the rows of a fused gate_up product (each row n gate values, then n up
+// values) into out, rows of n: out[r] = gelu_tanh(gu[r][0..n)) ⊙ gu[r][n..2n).
+inline GegluParams gate_up_geglu(const float* gu, float* out, int64_t rows, int64_t n) {
+    GegluParams g;
+    g.gate = gu;
+    g.up = gu + n;
+    g.out = out;
+    g.rows = rows;
+    g.n = n;
+    g.gate_stride = g.up_stride = 2 * n;
+    return g;
+}
+
 }  // namespace hf2q::ops

@@ -134,13 +134,7 @@ inline MoeMatmulParams geglu_product(const MoeMatmulParams& p) {
 }
 inline GegluParams geglu_of_product(const MoeMatmulParams& p) {
     const int64_t F = p.w.n_out / 2;
-    GegluParams g;
-    g.gate = p.geglu_scratch;
-    g.up = p.geglu_scratch + F;
-    g.out = p.y;
-    g.rows = p.n_rows;
-    g.n = F;
-    g.gate_stride = g.up_stride = 2 * F;
+    GegluParams g = gate_up_geglu(p.geglu_scratch, p.y, p.n_rows, F);
     g.out_stride = p.y_stride ? p.y_stride : F;
     g.out_prep = p.y_prep;
     return g;

@@ -1090,7 +1090,9 @@ TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
             if (round < counts[static_cast<size_t>(e)]) ids.push_back(static_cast<int32_t>(e));
     const int64_t T = static_cast<int64_t>(ids.size());  // 102 routed rows > 16 experts
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0}) {
-        for (const int64_t H : t == GgmlType::Q4_K ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{96, 256, 704}) {
+        const std::vector<int64_t> widths =
+            t == GgmlType::Q4_K ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{96, 256, 704};
+        for (const int64_t H : widths) {
             const GroupedRun run = grouped_integer_run(t, E, F, H, ids, T, 1);
             const auto& off = run.off;
             const auto& got = run.got;
@@ -1302,16 +1304,7 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
             std::vector<int32_t> off(E + 1), rows(static_cast<size_t>(n)), slot(static_cast<size_t>(n));
             cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
             const auto gu = randn(static_cast<size_t>(n * 2 * F));
-            float* dgu = dev(gu);
-            ops::GegluParams g;
-            g.gate = dgu;
-            g.up = dgu + F;
-            g.rows = n;
-            g.n = F;
-            g.gate_stride = 2 * F;
-            g.up_stride = 2 * F;
-            g.out_stride = F;
-            g.out = gpu->alloc_array<float>(static_cast<size_t>(n * F));
+            ops::GegluParams g = ops::gate_up_geglu(dev(gu), gpu->alloc_array<float>(static_cast<size_t>(n * F)), n, F);
             gpu->geglu(g);
             const auto plain_g = host(g.out, static_cast<size_t>(n * F));
             void* gp = gpu->alloc(gpu->prepared_bytes(n, F));
@@ -1422,15 +1415,7 @@ TEST_F(CudaOps, Bf16RowsGiveBitEqualResults) {
             // GEGLU -> the dense down projection.
             const size_t fn = static_cast<size_t>(T * F);
             const auto gu = randn(2 * fn + 1);
-            float* dgu = dev(gu) + shift;
-            ops::GegluParams ge;
-            ge.gate = dgu;
-            ge.up = dgu + F;
-            ge.rows = T;
-            ge.n = F;
-            ge.gate_stride = 2 * F;
-            ge.up_stride = 2 * F;
-            ge.out = gpu->alloc_array<float>(fn);
+            ops::GegluParams ge = ops::gate_up_geglu(dev(gu) + shift, gpu->alloc_array<float>(fn), T, F);
             gpu->geglu(ge);
             const auto plain_g = host(ge.out, fn);
             auto* gb = gpu->alloc_array<uint16_t>(fn);

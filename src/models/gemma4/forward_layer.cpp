@@ -33,20 +33,6 @@ ops::MatmulParams linear(const ops::WeightView& w, const float* x, float* y, int
     return p;
 }
 
-// out[r] = gelu_tanh(gu[r][0..Fe)) ⊙ gu[r][Fe..2Fe): the experts' fused gate_up rows.
-ops::GegluParams expert_geglu(float* gu, float* out, int64_t rows, int64_t Fe) {
-    ops::GegluParams g;
-    g.gate = gu;
-    g.up = gu + Fe;
-    g.out = out;
-    g.rows = rows;
-    g.n = Fe;
-    g.gate_stride = 2 * Fe;
-    g.up_stride = 2 * Fe;
-    g.out_stride = Fe;
-    return g;
-}
-
 }  // namespace
 
 void Forward::project(const ops::WeightView& w, const char* name, int64_t il, int32_t expert, const float* x,
@@ -331,7 +317,7 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     } else {
         be_.moe_matmul(params(l.gate_exps, expert_rows_, moe_in_, gu_, 2 * Fe, in_prep));
         be_.moe_matmul(params(l.up_exps, expert_rows_, moe_in_, gu_ + Fe, 2 * Fe, in_prep));
-        ops::GegluParams eg = expert_geglu(gu_, ge_, T * K, Fe);
+        ops::GegluParams eg = ops::gate_up_geglu(gu_, ge_, T * K, Fe);
         eg.out_prep = ge_prep;
         be_.geglu(eg);
     }
@@ -400,7 +386,7 @@ void Forward::moe_per_expert(const LayerWeights& l, int64_t il, int64_t T, float
             project(l.gate_exps.expert(e), "ffn_gate_exps.weight", il, ie, xe_, gu_, n, 2 * Fe);
             project(l.up_exps.expert(e), "ffn_up_exps.weight", il, ie, xe_, gu_ + Fe, n, 2 * Fe);
         }
-        be_.geglu(expert_geglu(gu_, ge_, n, Fe));
+        be_.geglu(ops::gate_up_geglu(gu_, ge_, n, Fe));
         project(l.down_exps.expert(e), "ffn_down_exps.weight", il, ie, ge_, ye_, n);
         ops::ScatterAddParams s;
         s.src = ye_;
