@@ -293,6 +293,17 @@ struct MmaUnit<GgmlType::Q8_0> : BlockMmaUnit {
 // v < 16 is the low nibble of quant byte v, value 16 + v its high nibble, each with
 // fifth bit v (16 + v) of qh, minus 16. Lane t's values 8t .. 8t + 7 are the low
 // (t < 2) or high nibbles of bytes 8(t % 2) .. + 7 and qh byte t.
+//
+// Lane t's A fragment words of row g + 8r of one block, offset-binary: qh the
+// block's fifth bits, qx / qy its quant bytes 8(t % 2) .. + 3 and + 4 .. + 7, shift 4
+// for the high nibbles (t >= 2).
+__device__ __forceinline__ void q50_quants(uint32_t (&a)[4], int r, uint32_t qh, uint32_t qx, uint32_t qy,
+                                           uint32_t shift, int t) {
+    qh >>= 8 * t;
+    a[r] = ((qx >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh);
+    a[2 + r] = ((qy >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes_hi(qh);
+}
+
 template <>
 struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
     static constexpr uint32_t kBytes = 22;
@@ -309,14 +320,10 @@ struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
         for (int r = 0; r < 2; ++r) {
             const uint8_t* blk = row[r] + u * kBytes;
             const uint32_t at = smem_u32(blk);
-            const uint32_t qh = lds4_a2(at + 2) >> (8 * t);
             const uint2 q = lds8_a2(at + 6 + 8 * (t % 2));
             d[0][r] = half_bits(half_at(blk));
             m[0][r] = 16.0f * d[0][r];
-            const uint32_t lo = ((q.x >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh);
-            a[0][r] = lo;
-            const uint32_t hi = ((q.y >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh >> 4);
-            a[0][2 + r] = hi;
+            q50_quants(a[0], r, lds4_a2(at + 2), q.x, q.y, shift, t);
         }
     }
 };
@@ -345,12 +352,6 @@ __device__ __forceinline__ uint32_t lds4(uint32_t a) {
 struct Q50Pair {
     uint32_t a[2][4];
     float d[2][2], m[2][2];
-    __device__ static void quants(uint32_t (&a)[4], int r, uint32_t qh, uint32_t qx, uint32_t qy, uint32_t shift,
-                                  int t) {
-        qh >>= 8 * t;
-        a[r] = ((qx >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes(qh);
-        a[2 + r] = ((qy >> shift) & 0x0F0F0F0Fu) | bit4_of_bytes_hi(qh);
-    }
     __device__ void load(const uint32_t (&row)[2], uint32_t p, uint32_t qoff, int t) {
         const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
 #pragma unroll
@@ -363,9 +364,9 @@ struct Q50Pair {
             d[1][r] = half_bits(w5 >> 16);
             m[0][r] = 16.0f * d[0][r];
             m[1][r] = 16.0f * d[1][r];
-            quants(a[0], r, __byte_perm(w0, w1, 0x5432), __byte_perm(q0, q1, 0x5432), __byte_perm(q1, q2, 0x5432),
-                   shift, t);
-            quants(a[1], r, qh1, r0, r1, shift, t);
+            q50_quants(a[0], r, __byte_perm(w0, w1, 0x5432), __byte_perm(q0, q1, 0x5432),
+                       __byte_perm(q1, q2, 0x5432), shift, t);
+            q50_quants(a[1], r, qh1, r0, r1, shift, t);
         }
     }
 };
