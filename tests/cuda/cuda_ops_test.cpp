@@ -1080,10 +1080,12 @@ TEST_F(CudaOps, MoeCombineWithOneTokenProduct) {
 // and so on. Routing with fixed counts per expert (top-1, tokens interleaved so the
 // gathered rows are scattered) checks each expert's rows on its own, so an error in
 // one kind of pass names its expert and count. Widths of 96 values (three 32-value
-// units) give Q5_0's unit pairs an odd unit after them.
+// units) give Q5_0's unit pairs an odd unit after them. 100 outputs are 7 Q4_K tiles
+// of 16 rows (two blocks of 4, HF2Q_GEMV_MMA_Q4K_TILES) and two 64-row tiles of the
+// 32-value formats (one block, HF2Q_GEMV_MMA_SEQ32), the last tile partial.
 TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
     const std::vector<int> counts = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 0, 1, 4};
-    const int64_t E = static_cast<int64_t>(counts.size()), F = 37;
+    const int64_t E = static_cast<int64_t>(counts.size());
     std::vector<int32_t> ids;
     for (int round = 0; round < 17; ++round)
         for (int64_t e = 0; e < E; ++e)
@@ -1092,6 +1094,7 @@ TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0}) {
         const std::vector<int64_t> widths =
             t == GgmlType::Q4_K ? std::vector<int64_t>{256, 2816} : std::vector<int64_t>{96, 256, 704};
+        for (const int64_t F : {37, 100})
         for (const int64_t H : widths) {
             const GroupedRun run = grouped_integer_run(t, E, F, H, ids, T, 1);
             const auto& off = run.off;
@@ -1104,8 +1107,8 @@ TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
                 EXPECT_LT(rel_err(std::vector<float>(got.begin() + a, got.begin() + b),
                                   std::vector<float>(ref.begin() + a, ref.begin() + b)),
                           2e-6)
-                    << ggml_type_name(t) << " H=" << H << " expert " << e << " with " << counts[static_cast<size_t>(e)]
-                    << " rows";
+                    << ggml_type_name(t) << " F=" << F << " H=" << H << " expert " << e << " with "
+                    << counts[static_cast<size_t>(e)] << " rows";
             }
         }
     }

@@ -83,19 +83,32 @@ constexpr bool kDirect = HF2Q_GEMV_MMA_DIRECT != 0;
 #endif
 constexpr bool kPaired = HF2Q_GEMV_MMA_PAIRED != 0;
 // 16-row tiles a Q4_K block takes in turn where the launch averages at most 8 routed
-// rows an expert (one pass each, mostly): 2 (default), 4, or 1 (never). With more
+// rows an expert (one pass each, mostly): 4 (default), 2, 8, or 1 (never). With more
 // than one, a block's fixed work (its start, the lookup of the offsets, and for an
 // expert of one pass the staged activation rows) serves several tiles, for the price
 // of waiting for each next tile's weights (the other blocks of the SM fill that
 // wait). H200, session 20: gate_up at 512 routed rows 131.5 -> 124.2 us (4: 121.9);
 // 64 sequences 4,353 / 4,355 -> 4,453 / 4,461 tokens/s (4: 4,440 / 4,451). At 4,096
 // routed rows (32 an expert, four passes) it lost, 599.8 -> 629.8 us, hence the
-// bound (docs/performance.md).
+// bound (docs/performance.md). Session 36, with the next tile asked of L2
+// (HF2Q_GEMV_MMA_L2_NEXT): 4 tiles 114.8 us, 2 tiles 118.4, 8 tiles 125.6.
 #ifndef HF2Q_GEMV_MMA_Q4K_TILES
-#define HF2Q_GEMV_MMA_Q4K_TILES 2
+#define HF2Q_GEMV_MMA_Q4K_TILES 4
 #endif
-static_assert(HF2Q_GEMV_MMA_Q4K_TILES == 1 || HF2Q_GEMV_MMA_Q4K_TILES == 2 || HF2Q_GEMV_MMA_Q4K_TILES == 4,
-              "HF2Q_GEMV_MMA_Q4K_TILES: 1, 2 or 4");
+static_assert(HF2Q_GEMV_MMA_Q4K_TILES == 1 || HF2Q_GEMV_MMA_Q4K_TILES == 2 || HF2Q_GEMV_MMA_Q4K_TILES == 4 ||
+                  HF2Q_GEMV_MMA_Q4K_TILES == 8,
+              "HF2Q_GEMV_MMA_Q4K_TILES: 1, 2, 4 or 8");
+// The same for the 32-value formats' 64-row blocks (HF2Q_GEMV_MMA_SPLIT32 = 1): 64-row
+// tiles a block takes in turn where the launch averages at most kSeqTilesMaxRows
+// routed rows an expert (the experts' down products in batched decode): 2 (default),
+// 4, or 1 (never). With more than one, a block's fixed cost (its lookup, its staged activation
+// rows, which serve every tile of a one-pass expert) is shared, and the next tile is
+// asked of L2 while one is computed (HF2Q_GEMV_MMA_L2_NEXT).
+#ifndef HF2Q_GEMV_MMA_SEQ32
+#define HF2Q_GEMV_MMA_SEQ32 2
+#endif
+static_assert(HF2Q_GEMV_MMA_SEQ32 == 1 || HF2Q_GEMV_MMA_SEQ32 == 2 || HF2Q_GEMV_MMA_SEQ32 == 4,
+              "HF2Q_GEMV_MMA_SEQ32: 1, 2 or 4");
 constexpr int64_t kSeqTilesMaxRows = 8;  // routed rows an expert, on average, for HF2Q_GEMV_MMA_Q4K_TILES
 // Warps that share a 16-row tile of Q5_0 / Q8_0 rows (each takes every kSplit-th
 // unit; their sums meet in shared memory): 1 (default) or 4, so a block holds 64 or
@@ -112,11 +125,25 @@ constexpr int64_t kSeqTilesMaxRows = 8;  // routed rows an expert, on average, f
 #endif
 static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GEMV_MMA_SPLIT32: 4 or 1");
 // 1 (default): Q5_0 tiles of one warp (HF2Q_GEMV_MMA_SPLIT32 = 1) take their units
-// two at a time (Q50Pair); 0: one at a time through MmaUnit<Q5_0>, for A/Bs. SASS
+// two at a time (MmaPair<Q5_0>); 0: one at a time through MmaUnit<Q5_0>, for A/Bs. SASS
 // (sm_90a): 95 -> 67.5 instructions a unit. H200, session 35, 512 routed rows
 // (DISABLED_MoeThroughput, T = 64): down Q5_0 81.8 -> 69.7 us.
 #ifndef HF2Q_GEMV_MMA_Q50_PAIRS
 #define HF2Q_GEMV_MMA_Q50_PAIRS 1
+#endif
+// 1 (default): the same for Q8_0 (MmaPair<Q8_0>); 0: one unit at a time, for A/Bs.
+#ifndef HF2Q_GEMV_MMA_Q80_PAIRS
+#define HF2Q_GEMV_MMA_Q80_PAIRS 1
+#endif
+// 1 (default): a block of several Q4_K tiles (HF2Q_GEMV_MMA_Q4K_TILES) asks L2 for
+// its next tile while it computes the current one (prefetch_l2), so staging that tile
+// reads L2, not DRAM; 0: not, for A/Bs. H200, session 35 (DISABLED_MoeThroughput,
+// 512 routed rows): gate_up with 2 tiles a block 118.5 -> 119.4 us, with 4 tiles
+// 114.8 us (without it, 4 tiles: 118.9). Session 36, with HF2Q_GEMV_MMA_SEQ32 2 and
+// Q8_0 pairs: 64 sequences 5,010 / 5,016 -> 5,061 / 5,053 tokens/s, 32 sequences
+// 3,263 -> 3,325.
+#ifndef HF2Q_GEMV_MMA_L2_NEXT
+#define HF2Q_GEMV_MMA_L2_NEXT 1
 #endif
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
@@ -349,11 +376,19 @@ __device__ __forceinline__ uint32_t lds4(uint32_t a) {
 // Pair layout (bytes): d0 0-1, qh0 2-5, qs0 6-21, d1 22-23, qh1 24-27, qs1 28-43.
 // Lane t's quant bytes are 8(t % 2) .. + 7 of a block's qs (qoff = 4 + 8(t % 2) is
 // the word before them in block 0, and 24 + qoff their first word in block 1).
-struct Q50Pair {
+// (Each specialization is compiled only where its switch is on: nvcc rejects a member
+// function that is never called.)
+template <GgmlType T>
+struct MmaPair;
+
+#if HF2Q_GEMV_MMA_Q50_PAIRS
+template <>
+struct MmaPair<GgmlType::Q5_0> {
     uint32_t a[2][4];
     float d[2][2], m[2][2];
-    __device__ void load(const uint32_t (&row)[2], uint32_t p, uint32_t qoff, int t) {
+    __device__ void load(const uint32_t (&row)[2], uint32_t p, int t) {
         const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
+        const uint32_t qoff = 4 + 8 * static_cast<uint32_t>(t % 2);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const uint32_t at = row[r] + 44 * p;
@@ -370,6 +405,37 @@ struct Q50Pair {
         }
     }
 };
+#endif
+
+// Units 2p and 2p + 1 of Q8_0 rows g and g + 8, as MmaPair<Q5_0> does for Q5_0: two 34-byte
+// blocks are 68 bytes, so on a 4-byte aligned row every piece of the pair sits at a
+// fixed offset. Pair layout (bytes): d0 0-1, qs0 2-33, d1 34-35, qs1 36-67. Lane t's
+// quants are bytes 8t .. 8t + 7 of a block's qs: in block 0 the words at 8t, 8t + 4
+// and 8t + 8 hold them 2 bytes in (one PRMT each half), in block 1 the words at 36 +
+// 8t and 40 + 8t hold them whole. The same fragments and scales as MmaUnit<Q8_0>.
+#if HF2Q_GEMV_MMA_Q80_PAIRS
+template <>
+struct MmaPair<GgmlType::Q8_0> {
+    uint32_t a[2][4];
+    float d[2][2], m[2][2];
+    __device__ void load(const uint32_t (&row)[2], uint32_t p, int t) {
+        const uint32_t q0 = 8 * static_cast<uint32_t>(t);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t at = row[r] + 68 * p;
+            const uint32_t w0 = lds4(at), w8 = lds4(at + 32);  // d0 in w0's low half, d1 in w8's high one
+            const uint32_t x0 = lds4(at + q0), x1 = lds4(at + q0 + 4), x2 = lds4(at + q0 + 8);
+            d[0][r] = half_bits(w0);
+            d[1][r] = half_bits(w8 >> 16);
+            m[0][r] = m[1][r] = 0.0f;
+            a[0][r] = __byte_perm(x0, x1, 0x5432);
+            a[0][2 + r] = __byte_perm(x1, x2, 0x5432);
+            a[1][r] = lds4(at + 36 + q0);
+            a[1][2 + r] = lds4(at + 40 + q0);
+        }
+    }
+};
+#endif
 
 // Copies `bytes` (a multiple of 4) from src (4-byte aligned) to dst, which has src's
 // alignment modulo 16: 4-byte pieces up to src's first 16-byte boundary and after
@@ -419,6 +485,21 @@ __device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq,
     }
     const float2* ds = xq.ds + c0 * static_cast<int64_t>(nb);
     for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
+}
+
+// Asks L2 to fetch the 16-byte pieces that lie wholly within bytes at p, without
+// waiting and without a destination (sm_90: cp.async.bulk.prefetch, whose address and
+// size are multiples of 16; nothing outside [p, p + bytes) is touched).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint64_t a = reinterpret_cast<uint64_t>(p), b0 = (a + 15) & ~uint64_t{15}, b1 = (a + bytes) & ~uint64_t{15};
+    if (b1 > b0)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(b0), "r"(static_cast<uint32_t>(b1 - b0))
+                     : "memory");
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }
 
 // The tile of rows o0 .. o0 + rows of expert e: where it starts in global memory.
@@ -520,7 +601,7 @@ constexpr int min_blocks(GgmlType t, int split) { return t == GgmlType::Q4_K || 
 // kWarps / kSplit tiles, warp w works on tile w / kSplit and takes its units w %
 // kSplit, w % kSplit + kSplit, ...
 //
-// kSeq: 16-row tiles (Q4_K) a block takes in turn (HF2Q_GEMV_MMA_Q4K_TILES).
+// kSeq: tiles a block takes in turn (HF2Q_GEMV_MMA_Q4K_TILES, HF2Q_GEMV_MMA_SEQ32).
 template <GgmlType T, int kSplit, int kSeq>
 __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
@@ -562,6 +643,12 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
         } else {
             stage(tile_at(), tile_src(a, e, o0), tile_bytes);  // the previous tile's last barrier freed it
         }
+        // The next tile into L2 while this one is computed.
+        if (kSeq > 1 && HF2Q_GEMV_MMA_L2_NEXT && threadIdx.x == 0 && it + 1 < kSeq && o0 + kBlockRows < a.n_out) {
+            const int64_t o1 = o0 + kBlockRows;
+            const int64_t rows1 = a.n_out - o1 < kBlockRows ? a.n_out - o1 : kBlockRows;
+            prefetch_l2(tile_src(a, e, o1), static_cast<uint32_t>(rows1 * static_cast<int64_t>(a.row_bytes)));
+        }
         const uint8_t* tile = tile_at();
         const uint32_t n_in = static_cast<uint32_t>(a.n_in), nb = n_in / 32;
 
@@ -597,19 +684,20 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
                 const float2* ds0 = ds_base + 2 * t * nb;
                 const float2* ds1 = ds0 + nb;
                 uint32_t u0 = part;
-                if constexpr (T == GgmlType::Q5_0 && kSplit == 1 && HF2Q_GEMV_MMA_Q50_PAIRS) {
+                constexpr bool kPairs = kSplit == 1 && ((T == GgmlType::Q5_0 && HF2Q_GEMV_MMA_Q50_PAIRS) ||
+                                                        (T == GgmlType::Q8_0 && HF2Q_GEMV_MMA_Q80_PAIRS));
+                if constexpr (kPairs) {
                     const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
-                    const uint32_t qoff = 4 + 8 * static_cast<uint32_t>(t % 2);
                     for (; u0 + 1 < units; u0 += 2) {
-                        Q50Pair w;
-                        w.load(rs, u0 / 2, qoff, t);
+                        MmaPair<T> w;
+                        w.load(rs, u0 / 2, t);
 #pragma unroll
                         for (int s = 0; s < 2; ++s) {
                             const uint32_t j = u0 + static_cast<uint32_t>(s);
                             const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
                             int sum[4];
                             mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
-                            scale_into<true>(acc, sum, w.d[s], w.m[s], ds0[j], ds1[j]);
+                            scale_into<U::kMin>(acc, sum, w.d[s], w.m[s], ds0[j], ds1[j]);
                         }
                     }
                 }
@@ -675,6 +763,8 @@ void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts
     }
     if constexpr (kSplit != kWarps) {
         const Smem wide(a, kSplit);
+        if (HF2Q_GEMV_MMA_SEQ32 > 1 && wide.total > 0 && a.n_rows <= kSeqTilesMaxRows * a.n_experts)
+            return launch_split<T, kSplit, HF2Q_GEMV_MMA_SEQ32>(a, xq, wide, max_active_experts, s);
         if (wide.total > 0) return launch_split<T, kSplit>(a, xq, wide, max_active_experts, s);
     }
     launch_split<T, kWarps>(a, xq, Smem(a), max_active_experts, s);
