@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
@@ -121,6 +122,13 @@ public:
         (void)w;
         return 0;
     }
+    // Sets the batch_layout of every weight in ws (non-empty, one n_in), where the
+    // backend makes them: one block of memory with the copies back to back in ws's
+    // order where it can, so a matmul_multi whose outputs' columns are back to back
+    // too (one row stride) may multiply them as one matrix. Default: one copy each.
+    virtual void batch_layouts(std::span<WeightView* const> ws) {
+        for (WeightView* w : ws) w->batch_layout = batch_layout(*w);
+    }
 
     // Device memory not yet allocated, in bytes; 0 for host-memory backends.
     virtual size_t free_memory() const { return 0; }
@@ -204,25 +212,32 @@ public:
     virtual void attention_inputs(const AttentionInputsParams& p) {
         check_attention_inputs(p);
         if (p.n_tokens == 0) return;
-        auto norm = [&](const float* x, float* y, const float* w, int64_t heads, bool rope) {
-            RmsNormParams n;
-            n.x = x;
-            n.y = y;
-            n.w = w;
-            n.rows = p.n_tokens * heads;
-            n.n = p.head_dim;
-            n.eps = p.eps;
+        // Rows of `heads` heads from x (token stride xs) to y (packed), for tokens
+        // t0 .. t0 + n: one op over all of them where x is packed too.
+        auto norm_rows = [&](const float* x, int64_t xs, float* y, const float* w, int64_t heads, bool rope,
+                             int64_t t0, int64_t n) {
+            RmsNormParams r;
+            r.x = x + t0 * xs;
+            r.y = y + t0 * heads * p.head_dim;
+            r.w = w;
+            r.rows = n * heads;
+            r.n = p.head_dim;
+            r.eps = p.eps;
             if (rope) {
-                n.rope_inv_freq = p.rope_inv_freq;
-                n.rope_pos = p.pos;
-                n.rope_heads = heads;
+                r.rope_inv_freq = p.rope_inv_freq;
+                r.rope_pos = p.pos + t0;
+                r.rope_heads = heads;
             }
-            rms_norm(n);
+            rms_norm(r);
         };
-        norm(p.q, p.q, p.q_w, p.n_heads, true);
+        auto norm = [&](const float* x, const float* src, float* y, const float* w, int64_t heads, bool rope) {
+            if (p.q_src == nullptr) return norm_rows(x, heads * p.head_dim, y, w, heads, rope, 0, p.n_tokens);
+            for (int64_t t = 0; t < p.n_tokens; ++t) norm_rows(src, p.src_stride, y, w, heads, rope, t, 1);
+        };
+        norm(p.q, p.q_src, p.q, p.q_w, p.n_heads, true);
         if (!p.store) return;
-        norm(p.v_from_k ? p.k : p.v, p.v, nullptr, p.n_kv_heads, false);
-        norm(p.k, p.k, p.k_w, p.n_kv_heads, true);
+        norm(p.v_from_k ? p.k : p.v, p.v_from_k ? p.k_src : p.v_src, p.v, nullptr, p.n_kv_heads, false);
+        norm(p.k, p.k_src, p.k, p.k_w, p.n_kv_heads, true);
         KvStoreParams s;
         s.k = p.k;
         s.v = p.v;

@@ -37,6 +37,21 @@ struct MultiMatmulParams {
     const void* x_bf16 = nullptr; // optional: x's rows in BF16 (ops/prepared.h)
 };
 
+// Whether the weights' BF16 copies lie back to back in this order (Backend::
+// batch_layouts), one n_in: a matmul_multi over them whose outputs' columns also lie
+// back to back (y[i] = y[0] + the earlier n_outs, one row stride) may run as one
+// product over the joint rows. False for fewer than two weights.
+inline bool back_to_back_batch_layouts(const WeightView* const* w, int n) {
+    if (n < 2 || w[0]->batch_layout == nullptr) return false;
+    const auto* base = static_cast<const uint16_t*>(w[0]->batch_layout);
+    int64_t rows = 0;
+    for (int i = 0; i < n; ++i) {
+        if (w[i]->n_in != w[0]->n_in || w[i]->batch_layout != base + rows * w[0]->n_in) return false;
+        rows += w[i]->n_out;
+    }
+    return true;
+}
+
 // Row gather of an embedding table: out[t] = dequant(W[ids[t]]) · scale.
 struct GetRowsParams {
     WeightView w;               // n_out rows (vocabulary) × n_in (width)

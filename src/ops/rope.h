@@ -32,8 +32,18 @@ struct RopeParams {
 //   k̂ and v̂ written to each token's slot of the KV pools (ops/gather.h KvStoreParams).
 // k and v are scratch: their contents afterwards are unspecified (Backend's default,
 // the op sequence, leaves k̂ and v̂ in them).
+//
+// Sources (q_src): the raw projections may instead come from one buffer of rows of
+// src_stride floats, token t's q heads at q_src + t·src_stride, its k and v heads at
+// k_src / v_src + t·src_stride (one matmul over q/k/v's concatenated weights writes
+// them so). Then q receives q̂ (out of place, packed) and k, v are packed scratch;
+// the sources are read only and must not overlap q, k or v.
 struct AttentionInputsParams {
     float* q = nullptr;          // [n_tokens][n_heads][head_dim]
+    const float* q_src = nullptr;  // null: q, k and v themselves (packed, in place)
+    const float* k_src = nullptr;
+    const float* v_src = nullptr;
+    int64_t src_stride = 0;        // floats from one token's source row to the next
     const float* q_w = nullptr;  // [head_dim] or nullptr
     int64_t n_heads = 0;
     int64_t n_tokens = 0;
@@ -59,6 +69,11 @@ struct AttentionInputsParams {
 inline void check_attention_inputs(const AttentionInputsParams& p) {
     HF2Q_ASSERT(p.q != nullptr && p.n_heads > 0 && p.n_tokens >= 0 && p.head_dim > 0 && p.head_dim % 2 == 0);
     HF2Q_ASSERT(p.rope_inv_freq != nullptr && p.pos != nullptr);
+    if (p.q_src != nullptr) {
+        HF2Q_ASSERT(p.src_stride >= p.n_heads * p.head_dim);
+        HF2Q_ASSERT(!p.store || (p.k_src != nullptr && (p.v_from_k || p.v_src != nullptr) &&
+                                 p.src_stride >= p.n_kv_heads * p.head_dim));
+    }
     if (!p.store) return;
     HF2Q_ASSERT(p.k != nullptr && p.v != nullptr && p.n_kv_heads > 0 && p.k_pool != nullptr && p.v_pool != nullptr);
     HF2Q_ASSERT(p.block_size > 0 && p.tables != nullptr);

@@ -53,6 +53,7 @@ class ProfilingBackend final : public ops::Backend {
     const void* decode_layout(const ops::WeightView& w) override { return inner_->decode_layout(w); }
     const void* batch_layout(const ops::WeightView& w) override { return inner_->batch_layout(w); }
     uint64_t batch_layout_bytes(const ops::WeightView& w) const override { return inner_->batch_layout_bytes(w); }
+    void batch_layouts(std::span<ops::WeightView* const> ws) override { inner_->batch_layouts(ws); }
     void* alloc_host(size_t bytes) override { return inner_->alloc_host(bytes); }
     void free_host(void* p) override { inner_->free_host(p); }
     // Graph replay would hide the individual ops (and a capture must not

@@ -566,6 +566,58 @@ TEST_F(CudaOps, AttentionInputsMatchCpu) {
                         EXPECT_LT(rel_err(gks, cks), 1e-5) << what << " (k scales)";
                         EXPECT_LT(rel_err(gvs, cvs), 1e-5) << what << " (v scales)";
                     }
+
+                    // The same projections side by side in rows of S floats (q, k, v and
+                    // a gap), as one product over q/k/v's joint weights writes them: on
+                    // the CPU (Backend's default, one token at a time) the same values
+                    // bit for bit, on the device as above.
+                    const int64_t S = (nh + 2 * nkv) * D + 6;
+                    std::vector<float> src(static_cast<size_t>(T * S), -9.0f);
+                    for (int64_t t = 0; t < T; ++t) {
+                        auto put = [&](const std::vector<float>& from, int64_t width, int64_t at) {
+                            std::copy_n(from.begin() + t * width, width, src.begin() + t * S + at);
+                        };
+                        put(q, nh * D, 0);
+                        put(k, nkv * D, nh * D);
+                        put(v, nkv * D, (nh + nkv) * D);
+                    }
+                    auto with_sources = [&](ops::AttentionInputsParams a, const float* base, float* qo, float* ko,
+                                            float* vo, void* kp, void* vp, float* ks, float* vs) {
+                        a.q = qo;
+                        a.q_src = base;
+                        a.src_stride = S;
+                        if (mode > 0) {
+                            a.k = ko;
+                            a.v = vo;
+                            a.k_src = base + nh * D;
+                            a.v_src = a.v_from_k ? nullptr : base + (nh + nkv) * D;
+                            a.k_pool = kp;
+                            a.v_pool = vp;
+                            a.k_scale = ks;
+                            a.v_scale = vs;
+                        }
+                        return a;
+                    };
+                    std::vector<float> sq(q.size()), sk(k.size()), sv(v.size());
+                    std::vector<uint8_t> skp = pool_of(pool, kt), svp = skp;
+                    std::vector<float> sks(cks.size(), 1.0f), svs = sks;
+                    cpu->attention_inputs(with_sources(c, src.data(), sq.data(), sk.data(), sv.data(), skp.data(),
+                                                       svp.data(), sks.data(), svs.data()));
+                    EXPECT_EQ(sq, cq) << what << " (q from sources, CPU)";
+                    EXPECT_EQ(skp, ckp) << what << " (k pool from sources, CPU)";
+                    EXPECT_EQ(svp, cvp) << what << " (v pool from sources, CPU)";
+                    float* dsq = dev(std::vector<float>(q.size(), 0.0f));
+                    uint8_t *dskp = dev(pool_of(pool, kt)), *dsvp = dev(pool_of(pool, kt));
+                    float* dsks = dev(std::vector<float>(cks.size(), 1.0f));
+                    float* dsvs = dev(std::vector<float>(cvs.size(), 1.0f));
+                    gpu->attention_inputs(with_sources(g, dev(src), dsq, dev(std::vector<float>(k.size())),
+                                                       dev(std::vector<float>(v.size())), dskp, dsvp, dsks, dsvs));
+                    EXPECT_LT(rel_err(host(dsq, q.size()), cq), 1e-6) << what << " (q from sources)";
+                    const auto sgks = host(dsks, cks.size()), sgvs = host(dsvs, cvs.size());
+                    EXPECT_LT(rel_err(values(host(dskp, ckp.size()), kt, sgks, D), values(ckp, kt, cks, D)), tol)
+                        << what << " (k pool from sources)";
+                    EXPECT_LT(rel_err(values(host(dsvp, cvp.size()), kt, sgvs, D), values(cvp, kt, cvs, D)), tol)
+                        << what << " (v pool from sources)";
                 }
             }
         }
@@ -2445,6 +2497,62 @@ TEST_F(CudaDecodeLayout, BatchLayoutGivesTheSameBits) {
     const ops::WeightView bf16{GgmlType::BF16, 96, 8, rbb, dev(wb)};
     EXPECT_EQ(gpu->batch_layout_bytes(bf16), 0u);
     EXPECT_EQ(gpu->batch_layout(bf16), nullptr);
+}
+
+// ops::Backend::batch_layouts: q, k and v's copies back to back, which matmul_multi
+// multiplies as one matrix where the outputs' columns lie back to back too (the
+// forward's qkv_ rows): the same values as one matmul per weight (cuBLAS may pick
+// another algorithm for the joint shape: within float rounding), at every batch size
+// (GEMV and GEMM ranges), nothing written in the rows' gap. A group with a weight
+// that has no copy (BF16 rows) gets one copy each where it can.
+TEST_F(CudaDecodeLayout, JointBatchLayoutsMultiplyAsOneMatrix) {
+    const int64_t K = 512;
+    const auto [q, rq] = random_quantized(GgmlType::Q4_K, 96, K, 0.05f);
+    const auto [k, rk] = random_quantized(GgmlType::Q4_K, 40, K, 0.05f);
+    const auto [v, rv] = random_quantized(GgmlType::Q6_K, 40, K, 0.05f);
+    ops::WeightView w[3] = {{GgmlType::Q4_K, K, 96, rq, dev(q)}, {GgmlType::Q4_K, K, 40, rk, dev(k)},
+                            {GgmlType::Q6_K, K, 40, rv, dev(v)}};
+    ops::WeightView* group[3] = {&w[0], &w[1], &w[2]};
+    gpu->batch_layouts(group);
+    const auto* base = static_cast<const uint16_t*>(w[0].batch_layout);
+    ASSERT_NE(base, nullptr);
+    EXPECT_EQ(w[1].batch_layout, base + 96 * K);
+    EXPECT_EQ(w[2].batch_layout, base + 136 * K);
+    const int64_t S = 176 + 3;
+    for (int64_t T : {1, 5, 20, 64, 100}) {
+        const std::string what = "T=" + std::to_string(T);
+        float* x = dev(randn(static_cast<size_t>(T * K)));
+        float* y = dev(std::vector<float>(static_cast<size_t>(T * S), 4.0f));
+        ops::MultiMatmulParams m;
+        m.x = x;
+        m.n_tokens = T;
+        m.n = 3;
+        for (int i = 0, at = 0; i < 3; at += static_cast<int>(w[i].n_out), ++i) {
+            m.w[i] = w[i];
+            m.y[i] = y + at;
+            m.y_stride[i] = S;
+        }
+        gpu->matmul_multi(m);
+        const auto got = host(y, static_cast<size_t>(T * S));
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t c = 176; c < S; ++c) EXPECT_EQ(got[static_cast<size_t>(t * S + c)], 4.0f) << what;
+        for (int i = 0, at = 0; i < 3; at += static_cast<int>(w[i].n_out), ++i) {
+            const int64_t n = w[i].n_out;
+            float* yi = dev(std::vector<float>(static_cast<size_t>(T * n)));
+            gpu->matmul({w[i], x, yi, T});
+            const auto want = host(yi, static_cast<size_t>(T * n));
+            std::vector<float> part(want.size());
+            for (int64_t t = 0; t < T; ++t)
+                std::copy_n(got.begin() + t * S + at, n, part.begin() + t * n);
+            EXPECT_LT(rel_err(part, want), 1e-5) << what << " weight " << i;
+        }
+    }
+    const auto [b, rb] = random_quantized(GgmlType::BF16, 8, K, 0.05f);
+    ops::WeightView mixed[2] = {{GgmlType::Q4_K, K, 40, rk, dev(k)}, {GgmlType::BF16, K, 8, rb, dev(b)}};
+    ops::WeightView* pair[2] = {&mixed[0], &mixed[1]};
+    gpu->batch_layouts(pair);
+    EXPECT_NE(mixed[0].batch_layout, nullptr);
+    EXPECT_EQ(mixed[1].batch_layout, nullptr);
 }
 
 TEST_F(CudaDecodeLayout, NoneForOtherTypes) {

@@ -1,4 +1,5 @@
 // RMSNorm and RoPE against double-precision references.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -323,6 +324,84 @@ TEST(RmsNorm, FusedScaleAndRopeEqualSeparateOps) {
     h.rope_heads = heads;
     be.rms_norm(h);
     EXPECT_EQ(b, a);
+}
+
+// attention_inputs from q/k/v side by side in rows of src_stride floats (q_src, k_src,
+// v_src: one product over the joint weights writes them so) gives bit for bit what it
+// gives from packed buffers in place: q̂ out of place, the same pool rows, the sources
+// untouched. With V from its own projection and from the raw K (K=V layers).
+TEST(AttentionInputs, SourcesSideBySideEqualPackedInPlace) {
+    const int64_t T = 5, nh = 4, nkv = 2, d = 64, bs = 4, S = (nh + 2 * nkv) * d + 6;
+    const auto q = randn(size_t(T * nh * d), 11), k = randn(size_t(T * nkv * d), 12);
+    const auto v = randn(size_t(T * nkv * d), 13);
+    const auto qw = randn(size_t(d), 14), kw = randn(size_t(d), 15);
+    const auto f = inv_freqs(d, 1e4, d / 2);
+    const std::vector<int32_t> pos = {0, 3, 9, 10, 33}, table = {6, 1, 3, 0, 2, 5, 4, 7, 8, 9};
+    const std::vector<const int32_t*> tables(size_t(T), table.data());
+    std::vector<float> src(size_t(T * S), -9.0f);
+    for (int64_t t = 0; t < T; ++t) {
+        std::copy_n(q.begin() + t * nh * d, nh * d, src.begin() + t * S);
+        std::copy_n(k.begin() + t * nkv * d, nkv * d, src.begin() + t * S + nh * d);
+        std::copy_n(v.begin() + t * nkv * d, nkv * d, src.begin() + t * S + (nh + nkv) * d);
+    }
+    for (bool v_from_k : {false, true}) {
+        for (ops::Backend* be : {backends().one.get(), backends().three.get()}) {
+            const size_t pool = size_t(10 * bs * nkv * d);
+            auto run = [&](bool sources, std::vector<float>& qo, std::vector<float>& kp, std::vector<float>& vp) {
+                std::vector<float> ko = k, vo = v;
+                qo = q;
+                kp.assign(pool, 0.0f);
+                vp.assign(pool, 0.0f);
+                ops::AttentionInputsParams a;
+                a.q = qo.data();
+                a.q_w = qw.data();
+                a.n_heads = nh;
+                a.n_tokens = T;
+                a.head_dim = d;
+                a.rope_inv_freq = f.data();
+                a.pos = pos.data();
+                a.store = true;
+                a.k = ko.data();
+                a.k_w = kw.data();
+                a.v = vo.data();
+                a.v_from_k = v_from_k;
+                a.n_kv_heads = nkv;
+                a.k_pool = kp.data();
+                a.v_pool = vp.data();
+                a.kv_type = ops::KvType::f32;
+                a.block_size = bs;
+                a.tables = tables.data();
+                if (sources) {
+                    std::fill(qo.begin(), qo.end(), 0.0f);  // an output only
+                    a.q_src = src.data();
+                    a.k_src = src.data() + nh * d;
+                    a.v_src = v_from_k ? nullptr : src.data() + (nh + nkv) * d;
+                    a.src_stride = S;
+                }
+                be->attention_inputs(a);
+            };
+            std::vector<float> q0, k0, v0, q1, k1, v1;
+            const auto src_before = src;
+            run(false, q0, k0, v0);
+            run(true, q1, k1, v1);
+            EXPECT_EQ(q1, q0) << "v_from_k=" << v_from_k;
+            EXPECT_EQ(k1, k0) << "v_from_k=" << v_from_k;
+            EXPECT_EQ(v1, v0) << "v_from_k=" << v_from_k;
+            EXPECT_NE(q0, q);  // normed and rotated
+            EXPECT_EQ(src, src_before);
+        }
+    }
+    ops::AttentionInputsParams a;
+    std::vector<float> qv(size_t(nh * d));
+    a.q = qv.data();
+    a.n_heads = nh;
+    a.n_tokens = 1;
+    a.head_dim = d;
+    a.rope_inv_freq = f.data();
+    a.pos = pos.data();
+    a.q_src = src.data();
+    a.src_stride = nh * d - 1;  // rows shorter than q's heads
+    EXPECT_THROW(backends().one->attention_inputs(a), Error);
 }
 
 }  // namespace

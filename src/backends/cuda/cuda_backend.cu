@@ -300,6 +300,28 @@ public:
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return d;
     }
+    // q, k and v's copies in one allocation, so launch_matmul_multi multiplies them as
+    // one matrix (H200, 64 tokens of the 26B-A4B's sliding layers in a graph: 14.8 µs
+    // against 21.0 for the three GEMMs on three streams). Any weight without a copy,
+    // or a total that overflows or does not fit: one copy each, as batch_layout.
+    void batch_layouts(std::span<ops::WeightView* const> ws) override {
+        uint64_t total = 0;
+        bool joint = !ws.empty();
+        for (const ops::WeightView* w : ws) {
+            const uint64_t bytes = batch_layout_bytes(*w);
+            const std::optional<uint64_t> sum = checked_add(total, bytes);
+            joint = joint && bytes > 0 && w->n_in == ws[0]->n_in && sum;
+            total = sum.value_or(0);
+        }
+        if (!joint || !copy_fits(total)) return Backend::batch_layouts(ws);
+        auto* d = static_cast<__nv_bfloat16*>(alloc(static_cast<size_t>(total)));
+        for (ops::WeightView* w : ws) {
+            expand_to_bf16(*w, d, stream_);
+            w->batch_layout = d;
+            d += static_cast<size_t>(batch_layout_bytes(*w) / 2);
+        }
+        HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
 
     void rms_norm(const ops::RmsNormParams& p) override { launch_rms_norm(p, cur_stream()); }
     void residual_norms(const ops::ResidualNormsParams& p) override {

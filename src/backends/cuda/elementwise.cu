@@ -432,13 +432,13 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
     }
     pdl_begin();
     const float* src;
-    float* dst = nullptr;  // q rows (in place)
+    float* dst = nullptr;  // q rows (in place, or read from q_src)
     KV* pool_dst = nullptr;  // k̂ / v̂ rows
     float* scale_dst = nullptr;  // i8 pools: the row's scale
     int64_t t;
     if (is_q) {
         t = b / p.n_heads;
-        src = p.q + b * D;
+        src = p.q_src ? p.q_src + t * p.src_stride + (b % p.n_heads) * D : p.q + b * D;
         dst = p.q + b * D;
     } else {
         const int64_t row = is_k ? b - nq : b - nq - nk;  // token · n_kv_heads + head
@@ -446,7 +446,8 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
         const int32_t pos = p.pos[t];
         const int64_t slot = static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size + pos % p.block_size;
         const int64_t at = slot * p.n_kv_heads * D + (row % p.n_kv_heads) * D;
-        src = (is_k || p.v_from_k ? p.k : p.v) + row * D;
+        const float* kv_src = p.q_src ? (is_k || p.v_from_k ? p.k_src : p.v_src) : (is_k || p.v_from_k ? p.k : p.v);
+        src = p.q_src ? kv_src + t * p.src_stride + (row % p.n_kv_heads) * D : kv_src + row * D;
         pool_dst = static_cast<KV*>(is_k ? p.k_pool : p.v_pool) + at;
         if constexpr (kv_scaled<KV>) scale_dst = (is_k ? p.k_scale : p.v_scale) + at / D;
     }
@@ -601,6 +602,9 @@ bool launch_attention_inputs(const ops::AttentionInputsParams& p, cudaStream_t s
     auto a8 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 8 == 0; };
     const int64_t D = p.head_dim;
     if (D % 128 != 0 || D > 4096 || !a8(p.q) || (p.store && !(a8(p.k) && a8(p.v) && a8(p.k_pool) && a8(p.v_pool))))
+        return false;
+    if (p.q_src != nullptr &&
+        (p.src_stride % 2 != 0 || !a8(p.q_src) || (p.store && !(a8(p.k_src) && (p.v_from_k || a8(p.v_src))))))
         return false;
     const int64_t rows = p.n_tokens * (p.n_heads + (p.store ? 2 * p.n_kv_heads : 0));
     if (rows <= 0) return true;

@@ -19,6 +19,8 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         q_width = std::max(q_width, c.n_head * c.head_dim(il));
         kv_width = std::max(kv_width, c.kv_heads(il) * c.head_dim(il));
         ff = std::max(ff, c.n_ff[sz(il)]);
+        if (be.reads_bf16_rows(std::min(T, kJointQkvTokens)) && qkv_side_by_side(il))
+            qkv_width_ = std::max(qkv_width_, (c.n_head + 2 * c.kv_heads(il)) * c.head_dim(il));
     }
     x_ = buf(T * H);
     cur_ = buf(T * H);
@@ -28,6 +30,7 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
     attn_ = buf(T * q_width);
     k_ = buf(T * kv_width);
     v_ = buf(T * kv_width);
+    if (qkv_width_ > 0) qkv_ = buf(std::min(T, kJointQkvTokens) * qkv_width_);
     gate_ = buf(T * ff);
     up_ = buf(T * ff);
     if (c.has_ple()) {
