@@ -19,8 +19,10 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         q_width = std::max(q_width, c.n_head * c.head_dim(il));
         kv_width = std::max(kv_width, c.kv_heads(il) * c.head_dim(il));
         ff = std::max(ff, c.n_ff[sz(il)]);
-        if (be.reads_bf16_rows(std::min(T, kJointQkvTokens)) && qkv_side_by_side(il))
-            qkv_width_ = std::max(qkv_width_, (c.n_head + 2 * c.kv_heads(il)) * c.head_dim(il));
+        if (!be.reads_bf16_rows(std::min(T, kJointTokens))) continue;
+        if (qkv_side_by_side(il))
+            joint_width_ = std::max(joint_width_, (c.n_head + 2 * c.kv_heads(il)) * c.head_dim(il));
+        if (gate_up_side_by_side(il)) joint_width_ = std::max(joint_width_, 2 * c.n_ff[sz(il)]);
     }
     x_ = buf(T * H);
     cur_ = buf(T * H);
@@ -30,7 +32,7 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
     attn_ = buf(T * q_width);
     k_ = buf(T * kv_width);
     v_ = buf(T * kv_width);
-    if (qkv_width_ > 0) qkv_ = buf(std::min(T, kJointQkvTokens) * qkv_width_);
+    if (joint_width_ > 0) joint_ = buf(std::min(T, kJointTokens) * joint_width_);
     gate_ = buf(T * ff);
     up_ = buf(T * ff);
     if (c.has_ple()) {

@@ -94,11 +94,12 @@ public:
     // Up to this many tokens a device backend groups MoE rows without reading the
     // grouping on the host (decode stays free of synchronisation).
     static constexpr int64_t kMoeDeviceTokens = 64;
-    // Up to this many tokens q/k/v go side by side for one joint product where the
-    // backend allows it (attention()): batched decode, where each product alone leaves
-    // most of a GPU idle. Prompts keep their packed buffers (H200, pp4096 of the
-    // 26B-A4B measured 42,636 / 42,837 -> 42,376 / 42,707 tokens/s side by side).
-    static constexpr int64_t kJointQkvTokens = 128;
+    // Up to this many tokens q/k/v, and a dense MLP's gate/up, go side by side for one
+    // joint product where the backend allows it (attention(), dense_mlp()): batched
+    // decode, where each product alone leaves most of a GPU idle. Prompts keep their
+    // packed buffers (H200, pp4096 of the 26B-A4B measured 42,636 / 42,837 -> 42,376 /
+    // 42,707 tokens/s with q/k/v side by side).
+    static constexpr int64_t kJointTokens = 128;
 
 private:
     void embed(const BatchView& b);
@@ -149,6 +150,8 @@ private:
     void* bf16(void* buf, int64_t T) const { return buf != nullptr && be_.reads_bf16_rows(T) ? buf : nullptr; }
     void* dense_mlp_bf16(int64_t T) const;
     bool qkv_side_by_side(int64_t il) const;
+    bool gate_up_side_by_side(int64_t il) const;
+    bool joint_products(int64_t T) const;
     float* buf(int64_t n) { return be_.alloc_array<float>(static_cast<size_t>(n)); }
 
     const Config& c_;
@@ -176,11 +179,13 @@ private:
     // Activations in backend memory, row-major [tokens][width].
     float *x_, *cur_, *tmp_, *tmp2_;          // [T][H]
     float *q_, *k_, *v_, *attn_;              // [T][heads·head_dim]
-    // The q, k and v projections side by side, [T][qkv_width_] (q at 0, k after q, v
-    // after k), as one product over their joint weights writes them: on layers whose
-    // copies the backend put back to back (qkv_side_by_side); else none.
-    float* qkv_ = nullptr;
-    int64_t qkv_width_ = 0;
+    // Projections side by side, as one product over their joint weights writes them:
+    // q, k and v (q at 0, k after q, v after k; rows of joint_width_), and a dense
+    // MLP's gate and up (rows of 2·n_ff). For batches of up to kJointTokens on layers
+    // whose copies the backend put back to back; else none. attention() and
+    // dense_mlp() use it in turn (each consumes its rows before the next writes).
+    float* joint_ = nullptr;
+    int64_t joint_width_ = 0;
     float *gate_, *up_;                       // [T][max n_ff]
     float *pl_ = nullptr, *pl_tok_ = nullptr, *pl_gate_ = nullptr;  // PLE [T][L·P], [T][L·P], [T][P]
     float *router_logits_ = nullptr, *route_w_ = nullptr;  // [T][E], [T][k]

@@ -89,6 +89,19 @@ bool Forward::qkv_side_by_side(int64_t il) const {
     return ops::back_to_back_batch_layouts(w, n);
 }
 
+// The same for the dense MLP's gate and up (dense_mlp()).
+bool Forward::gate_up_side_by_side(int64_t il) const {
+    const LayerWeights& l = w_.layers[sz(il)];
+    const ops::WeightView* w[2] = {&l.ffn_gate, &l.ffn_up};
+    return ops::back_to_back_batch_layouts(w, 2);
+}
+
+// Whether a batch of T tokens puts projections side by side where their copies allow
+// (kJointTokens, and only where the backend's matmuls of T tokens read the copies).
+bool Forward::joint_products(int64_t T) const {
+    return joint_ != nullptr && T <= kJointTokens && be_.reads_bf16_rows(T);
+}
+
 // tmp = o_proj(attn(q, K, V)), with q = rope(rmsnorm_h(a·Wqᵀ; q_norm)),
 // k = rope(rmsnorm_h(a·Wkᵀ; k_norm)), v = rmsnorm_h(a·Wvᵀ) (no weight; V = raw K
 // projection on K=V layers), a = cur = rmsnorm(x; attn_norm) (computed by the
@@ -99,15 +112,14 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     const int64_t nh = c_.n_head, nkv = c_.kv_heads(il);
     const int group = c_.is_sliding(il) ? kSlidingGroup : kFullGroup;
     const float* inv_freq = c_.is_sliding(il) ? inv_freq_swa_ : inv_freq_full_;
-    // Where the backend put the weights' BF16 copies back to back and its matmuls of T
-    // tokens read them, batches of up to kJointQkvTokens put the raw projections side
-    // by side into qkv_, which one product over the joint rows writes, and
-    // attention_inputs reads them there; else each goes into its own packed buffer
-    // (one-token decode: the GEMV covers all three in one launch anyway, and tg128
-    // measured 502.1 -> 500.3 tokens/s side by side).
-    const bool side_by_side = T <= kJointQkvTokens && be_.reads_bf16_rows(T) && qkv_side_by_side(il);
-    const int64_t S = side_by_side ? qkv_width_ : 0;
-    float* const yq = side_by_side ? qkv_ : q_;
+    // Where the backend put the weights' BF16 copies back to back and the batch takes
+    // joint products, the raw projections go side by side into joint_, which one
+    // product over the joint rows writes, and attention_inputs reads them there; else
+    // each goes into its own packed buffer (one-token decode: the GEMV covers all three
+    // in one launch anyway, and tg128 measured 502.1 -> 500.3 tokens/s side by side).
+    const bool side_by_side = joint_products(T) && qkv_side_by_side(il);
+    const int64_t S = side_by_side ? joint_width_ : 0;
+    float* const yq = side_by_side ? joint_ : q_;
     float* const yk = side_by_side ? yq + nh * hd : k_;
     float* const yv = side_by_side ? yk + nkv * hd : v_;
     const Projection pq{l.attn_q, "attn_q.weight", yq, S}, pk{l.attn_k, "attn_k.weight", yk, S},
@@ -252,13 +264,22 @@ void Forward::residual_update(float* branch, const float* w, float out_scale, co
 }
 
 // out = down(gelu_tanh(gate(a)) ⊙ up(a)), a = cur = rmsnorm(x; ffn_norm) (mlp_inputs).
+// Where gate and up have joint copies (gate_up_side_by_side), batches of up to
+// kJointTokens multiply them as one product into joint_ rows [gate | up] (without it
+// the two products were split-K GEMMs whose reductions waited for SMs behind the
+// experts' gate_up on MoE layers).
 void Forward::dense_mlp(const LayerWeights& l, int64_t il, int64_t T, float* out) {
     const int64_t F = c_.n_ff[sz(il)];
-    project_multi({{l.ffn_gate, "ffn_gate.weight", gate_}, {l.ffn_up, "ffn_up.weight", up_}}, il, cur_, T,
+    const bool side_by_side = joint_products(T) && gate_up_side_by_side(il);
+    float* const yg = side_by_side ? joint_ : gate_;
+    float* const yu = side_by_side ? joint_ + F : up_;
+    const int64_t S = side_by_side ? 2 * F : 0;
+    project_multi({{l.ffn_gate, "ffn_gate.weight", yg, S}, {l.ffn_up, "ffn_up.weight", yu, S}}, il, cur_, T,
                   prep(cur_prep_, T, c_.n_embd), dense_mlp_bf16(T));
     ops::GegluParams g;
-    g.gate = gate_;
-    g.up = up_;
+    g.gate = yg;
+    g.up = yu;
+    g.gate_stride = g.up_stride = S;
     g.out = gate_;
     g.rows = T;
     g.n = F;

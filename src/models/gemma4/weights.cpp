@@ -210,15 +210,19 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
     if (policy == BatchCopy::off) return;
     std::vector<ops::WeightView*> dense = {&head, &w.per_layer_model_proj};
     for (auto& l : w.layers)
-        for (ops::WeightView* v : {&l.attn_output, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.inp_gate, &l.proj})
-            dense.push_back(v);
-    // Each layer's q, k and v (those it has) as one group: the backend may put their
-    // copies back to back (ops::Backend::batch_layouts) for one product over all three.
-    std::vector<std::vector<ops::WeightView*>> qkv;
+        for (ops::WeightView* v : {&l.attn_output, &l.ffn_down, &l.inp_gate, &l.proj}) dense.push_back(v);
+    // Each layer's q, k and v (those it has), and its dense MLP's gate and up, as
+    // groups: the backend may put a group's copies back to back (ops::Backend::
+    // batch_layouts) for one product over the group (Forward::attention, dense_mlp).
+    std::vector<std::vector<ops::WeightView*>> groups;
+    auto add_group = [&](std::initializer_list<ops::WeightView*> list) {
+        groups.emplace_back();
+        for (ops::WeightView* v : list)
+            if (!v->empty()) groups.back().push_back(v);
+    };
     for (auto& l : w.layers) {
-        qkv.emplace_back();
-        for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v})
-            if (!v->empty()) qkv.back().push_back(v);
+        add_group({&l.attn_q, &l.attn_k, &l.attn_v});
+        add_group({&l.ffn_gate, &l.ffn_up});
     }
     if (kRouterBatchCopy)
         for (auto& l : w.layers) dense.push_back(&l.ffn_gate_inp);
@@ -226,14 +230,14 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
         uint64_t bytes = 0;  // saturating: a sum past 2^64 fits nowhere anyway
         for (const ops::WeightView* v : dense)
             if (!v->empty()) bytes = checked_add(bytes, be.batch_layout_bytes(*v)).value_or(UINT64_MAX);
-        for (const auto& group : qkv)
+        for (const auto& group : groups)
             for (const ops::WeightView* v : group)
                 bytes = checked_add(bytes, be.batch_layout_bytes(*v)).value_or(UINT64_MAX);
         if (!auto_batch_copy(bytes, be.free_memory())) return;
     }
     for (ops::WeightView* v : dense)
         if (!v->empty()) v->batch_layout = be.batch_layout(*v);
-    for (const auto& group : qkv)
+    for (const auto& group : groups)
         if (!group.empty()) be.batch_layouts(group);
 }
 
