@@ -202,6 +202,59 @@ TEST(Matmul, MultiEqualsSeparateMatmuls) {
     EXPECT_THROW(be.matmul_multi(m), Error);
 }
 
+// ops::back_to_back_batch_layouts: true only for two or more copies that follow one
+// another in order with one input width (what lets a matmul_multi run as one product);
+// the CPU backend makes no copies, so its default batch_layouts leaves every view
+// without one. Side-by-side outputs with row strides give the same values as packed
+// ones (the layout the forward uses for joint products).
+TEST(Matmul, BackToBackBatchLayoutsAndStridedOutputs) {
+    std::vector<uint16_t> joint(size_t(20 * 64));
+    ops::WeightView a{GgmlType::Q8_0, 64, 12, 68, nullptr}, b{GgmlType::Q8_0, 64, 8, 68, nullptr};
+    a.batch_layout = joint.data();
+    b.batch_layout = joint.data() + 12 * 64;
+    const ops::WeightView* ab[2] = {&a, &b};
+    const ops::WeightView* ba[2] = {&b, &a};
+    EXPECT_TRUE(ops::back_to_back_batch_layouts(ab, 2));
+    EXPECT_FALSE(ops::back_to_back_batch_layouts(ba, 2));  // out of order
+    EXPECT_FALSE(ops::back_to_back_batch_layouts(ab, 1));  // one weight: nothing to join
+    b.batch_layout = joint.data() + 13 * 64;               // a gap
+    EXPECT_FALSE(ops::back_to_back_batch_layouts(ab, 2));
+    b.batch_layout = joint.data() + 12 * 64;
+    b.n_in = 32;  // another input width
+    EXPECT_FALSE(ops::back_to_back_batch_layouts(ab, 2));
+    b.n_in = 64;
+    a.batch_layout = nullptr;
+    EXPECT_FALSE(ops::back_to_back_batch_layouts(ab, 2));
+
+    const Weight q = make_weight(GgmlType::Q4_K, 9, 256, 11), k = make_weight(GgmlType::Q6_K, 5, 256, 12);
+    ops::WeightView views[2] = {q.view, k.view};
+    ops::WeightView* group[2] = {&views[0], &views[1]};
+    backends().one->batch_layouts(group);
+    EXPECT_EQ(views[0].batch_layout, nullptr);
+    EXPECT_EQ(views[1].batch_layout, nullptr);
+    const auto x = randn(size_t(3 * 256), 13);
+    const int64_t S = 9 + 5 + 2;
+    std::vector<float> side(size_t(3 * S), 7.0f), pq(size_t(3 * 9)), pk(size_t(3 * 5));
+    ops::MultiMatmulParams m;
+    m.x = x.data();
+    m.n_tokens = 3;
+    m.n = 2;
+    m.w[0] = q.view;
+    m.w[1] = k.view;
+    m.y[0] = side.data();
+    m.y[1] = side.data() + 9;
+    m.y_stride[0] = m.y_stride[1] = S;
+    backends().three->matmul_multi(m);
+    backends().three->matmul({q.view, x.data(), pq.data(), 3, 0, 0});
+    backends().three->matmul({k.view, x.data(), pk.data(), 3, 0, 0});
+    for (int64_t t = 0; t < 3; ++t) {
+        for (int64_t o = 0; o < 9; ++o) EXPECT_EQ(side[size_t(t * S + o)], pq[size_t(t * 9 + o)]);
+        for (int64_t o = 0; o < 5; ++o) EXPECT_EQ(side[size_t(t * S + 9 + o)], pk[size_t(t * 5 + o)]);
+        EXPECT_EQ(side[size_t(t * S + 14)], 7.0f);
+        EXPECT_EQ(side[size_t(t * S + 15)], 7.0f);
+    }
+}
+
 TEST(GetRows, OutOfRangeIdThrows) {
     const Weight w = make_weight(GgmlType::F16, 4, 64, 1);
     std::vector<float> out(64);
