@@ -71,6 +71,7 @@ class ProfilingBackend final : public ops::Backend {
     void attention_inputs(const ops::AttentionInputsParams& p) override;
     int64_t prepared_tokens() const override { return inner_->prepared_tokens(); }
     size_t prepared_bytes(int64_t rows, int64_t n) const override { return inner_->prepared_bytes(rows, n); }
+    bool reads_bf16_rows(int64_t n_tokens) const override { return inner_->reads_bf16_rows(n_tokens); }
     void rope(const ops::RopeParams& p) override;
     void matmul(const ops::MatmulParams& p) override;
     void matmul_multi(const ops::MultiMatmulParams& p) override;

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "model/fixture.h"
+#include "runtime/backend_factory.h"
 #include "runtime/context_impl.h"
+#include "runtime/profiling_backend.h"
 
 using namespace hf2q;
 using namespace hf2q::test;
@@ -157,3 +159,17 @@ TEST_P(Profiling, ArgmaxDecodeRunsArgmaxRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Profiling, ::testing::ValuesIn(variants()));
+
+// The profiler reports what its inner backend reports about the input forms its
+// matmuls read (prepared rows, BF16 rows), so a profiled forward pass takes the paths
+// an unprofiled one takes (BF16 rows written by their producers, joint q/k/v and
+// gate/up products) and the profile times the same step.
+TEST(ProfilingBackend, ReportsTheInnerBackendsInputForms) {
+    if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto inner = runtime::make_backend(BackendKind::cuda, 1);
+    const ops::Backend* raw = inner.get();
+    runtime::ProfilingBackend p(std::move(inner));
+    EXPECT_TRUE(raw->reads_bf16_rows(64));
+    for (int64_t n : {1, 16, 17, 64, 128, 4096}) EXPECT_EQ(p.reads_bf16_rows(n), raw->reads_bf16_rows(n)) << n;
+    EXPECT_EQ(p.prepared_tokens(), raw->prepared_tokens());
+}
