@@ -107,6 +107,18 @@ enum class DevicePrecision { tensor_cores, f32 };
 // agree.
 enum class KvCacheType { f16, f32, e4m3, int8 };
 
+// The bytes one generation step of `batch` sequences must read when each holds
+// `context` tokens before the step (its new token at position `context`), for
+// throughput reports (hf2q bench's GB/s): every dense weight the forward pass reads
+// and the LM head once, in their GGUF formats; of each stacked expert tensor the
+// expected share of experts that `batch` tokens route to, 1 − (1 − k/E)^batch
+// (routing taken as uniform: a skewed router touches fewer); the embedding rows; and
+// the keys and values each layer's attention reads in the cache type kv (context + 1
+// positions, at most the window on sliding layers; layers that share another layer's
+// cache read it again). A lower bound on a step's memory traffic: a backend that
+// reads BF16 copies of weights, or re-reads data, moves more.
+double decode_step_bytes(const Model& model, int64_t batch, int64_t context, KvCacheType kv);
+
 struct ContextOptions {
     BackendKind backend = BackendKind::cpu;  // where this context computes
     int32_t n_seq_max = 1;      // sequence ids are 0 .. n_seq_max-1

@@ -28,6 +28,9 @@ public:
     // shared by all later ones (thread-safe). Contexts must not outlive the model.
     const gemma4::Weights& weights_on(BackendKind kind) const;
 
+    // hf2q::decode_step_bytes.
+    double decode_step_bytes(int64_t batch, int64_t context, KvCacheType kv) const;
+
 private:
     void count_active_work();
 
@@ -36,6 +39,8 @@ private:
     gemma4::Config config_;
     gemma4::Weights weights_;
     ModelInfo info_;
+    // Bytes of every 2-D projection but the LM head, and of all experts' tensors.
+    uint64_t dense_bytes_ = 0, expert_bytes_ = 0;
     // Device copy: a backend that only holds the weight allocations, and the table.
     mutable std::mutex device_mutex_;
     mutable std::unique_ptr<ops::Backend> device_store_;

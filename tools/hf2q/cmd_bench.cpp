@@ -88,6 +88,14 @@ std::vector<BatchToken> random_tokens(std::mt19937& rng, int64_t n_vocab, int32_
     return b;
 }
 
+// The mean bytes of a generation test's steps (decode_step_bytes): step i of a test at
+// depth d holds d + i tokens of context.
+double step_bytes(const Model& m, const Test& t, KvCacheType kv) {
+    double sum = 0.0;
+    for (int32_t i = 0; i < t.n; ++i) sum += decode_step_bytes(m, t.batch, int64_t{t.depth} + i, kv);
+    return t.n > 0 ? sum / t.n : 0.0;
+}
+
 ContextOptions context_for(const BenchOptions& o, int32_t n_seq, int32_t n_ctx, bool profile) {
     ContextOptions c;
     c.backend = parse_backend(o.backend);
@@ -295,15 +303,16 @@ int run_bench(const std::vector<std::string>& args) {
         std::printf("| model | size | params | backend | test | t/s | TFLOP/s (%% of %.0f) | GB/s (%% of %.0f) |\n"
                     "| --- | --- | --- | --- | --- | --- | --- | --- |\n",
                     kPeakBf16Tflops, kPeakCopyGBs);
+    const KvCacheType kv_type = context_for(o, 1, 1, false).kv_type;
     for (const auto& r : results) {
         const bool prompt = r.spec.prompt;
         const double tps = r.mean_tps();
-        // Prompt: 2 FLOP per active weight per token (LM head once). Decode: the
-        // active weight bytes once per step (a lower bound for batched MoE decode).
+        // 2 FLOP per active weight per token (the weights' work, as the ceilings
+        // count it; attention's is not included).
         const double tflops = 2.0 * static_cast<double>(info.n_active_params) * tps / 1e12;
-        const double steps_per_s = tps / r.batch;
-        const double gbs =
-            prompt ? 0.0 : static_cast<double>(info.n_active_bytes + info.n_head_bytes) * steps_per_s / 1e9;
+        // Generation: the bytes its steps must read (decode_step_bytes: the weights, the
+        // experts its batch routes to, the KV cache at each step's context), per second.
+        const double gbs = prompt ? 0.0 : step_bytes(*model, r.spec, kv_type) * (tps / r.batch) / 1e9;
         if (o.json) {
             nlohmann::json j = {{"test", r.test}, {"tokens", r.tokens}, {"depth", r.spec.depth},
                                 {"tps_mean", tps}, {"tps_sd", r.sd_tps()}, {"tflops", tflops}, {"gbs", gbs},
