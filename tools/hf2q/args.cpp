@@ -120,7 +120,12 @@ void ArgParser::assign(Opt& o, const std::string& name, const std::string& v) {
             } else if constexpr (std::is_integral_v<P>) {
                 *p = parse_integer<P>(name, v);
             } else {
-                *p = static_cast<P>(parse_real(name, v));
+                const double x = parse_real(name, v);
+                // A double past the target's range would become infinite (or be undefined).
+                if (std::fabs(x) > static_cast<double>(std::numeric_limits<P>::max()))
+                    fail("option ", name, " expects a number of magnitude at most ", std::numeric_limits<P>::max(),
+                         ", got '", v, "'");
+                *p = static_cast<P>(x);
             }
         },
         o.target);
