@@ -139,7 +139,9 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
             std::fputs(help_text().c_str(), stdout);
             return false;
         }
-        if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.'))) {
+        // An option: "-x" or "--xx", but not a negative number ("-3", "-.5"), which is a value.
+        const bool number = a.size() > 1 && (std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.');
+        if (a.size() > 1 && a[0] == '-' && !number) {
             std::string name = a, value;
             bool has_inline = false;
             if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
