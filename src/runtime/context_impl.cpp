@@ -84,10 +84,7 @@ void ContextImpl::allocate_kv() {
     const int64_t swa_per_seq = ceil_div(c.sliding_window - 1 + opts.n_ubatch, B) + 2;
     const int64_t swa_blocks = std::min(every_full, opts.n_seq_max * swa_per_seq);
     pool_row_.resize(sz(c.n_layer));
-    kv_type_ = opts.kv_type == KvCacheType::f32    ? ops::KvType::f32
-               : opts.kv_type == KvCacheType::e4m3 ? ops::KvType::e4m3
-               : opts.kv_type == KvCacheType::int8 ? ops::KvType::i8
-                                                   : ops::KvType::f16;
+    kv_type_ = kv_element_type(opts.kv_type);
     uint64_t full_block_bytes = 0, swa_block_bytes = 0;  // K and V of every cache-owning layer
     for (int64_t il = 0; il < c.n_layer; ++il) {
         pool_row_[sz(il)] = c.kv_heads(il) * c.head_dim(il);

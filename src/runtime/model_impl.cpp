@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "ops/attention.h"
 #include "runtime/backend_factory.h"
 
 namespace hf2q::runtime {
@@ -77,10 +76,7 @@ double ModelImpl::decode_step_bytes(int64_t batch, int64_t context, KvCacheType 
     }
     for (const ops::WeightView* e : {&weights_.token_embd, &weights_.per_layer_token_embd})
         if (!e->empty()) bytes += b * static_cast<double>(e->row_bytes);
-    const ops::KvType t = kv == KvCacheType::f32    ? ops::KvType::f32
-                          : kv == KvCacheType::e4m3 ? ops::KvType::e4m3
-                          : kv == KvCacheType::int8 ? ops::KvType::i8
-                                                    : ops::KvType::f16;
+    const ops::KvType t = kv_element_type(kv);
     const int64_t positions = std::max<int64_t>(context, 0) + 1;
     for (int64_t il = 0; il < c.n_layer; ++il) {
         const int64_t keys = c.window(il) > 0 ? std::min(positions, c.window(il)) : positions;

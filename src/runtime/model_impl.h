@@ -9,9 +9,18 @@
 #include "hf2q/engine.h"
 #include "models/gemma4/config.h"
 #include "models/gemma4/weights.h"
+#include "ops/attention.h"
 #include "ops/backend.h"
 
 namespace hf2q::runtime {
+
+// The ops layer's element type of a KV cache of type t.
+inline ops::KvType kv_element_type(KvCacheType t) {
+    return t == KvCacheType::f32    ? ops::KvType::f32
+           : t == KvCacheType::e4m3 ? ops::KvType::e4m3
+           : t == KvCacheType::int8 ? ops::KvType::i8
+                                    : ops::KvType::f16;
+}
 
 class ModelImpl {
 public:

@@ -5,42 +5,15 @@
 #include <string>
 #include <vector>
 
-#include "args.h"
 #include "core/error.h"
+#include "every_option.h"
 
 namespace hf2q::cli {
 namespace {
 
-struct Opts {
-    std::string model, name = "x";
-    int32_t n = 4;
-    int64_t big = 0;
-    uint64_t count = 0;
-    float temp = 0.8f;
-    double scale = 1.0;
-    bool json = false;
-    std::vector<std::string> stops;
-    std::string file;
-};
-
-ArgParser parser(Opts& o) {
-    ArgParser p("test", "[options]", "A parser of every option kind.");
-    p.option("-m,--model", "FILE", "model", &o.model, true);
-    p.option("--name", "S", "a string", &o.name);
-    p.option("-n,--n-predict", "N", "an int32", &o.n);
-    p.option("--big", "N", "an int64", &o.big);
-    p.option("--count", "N", "a uint64", &o.count);
-    p.option("--temp", "T", "a float", &o.temp);
-    p.option("--scale", "X", "a double", &o.scale);
-    p.flag("--json", "a flag", &o.json);
-    p.option("--stop", "S", "repeatable", &o.stops);
-    p.positional("FILE", "a positional", &o.file, false);
-    return p;
-}
-
 // Parses args; returns the error message, or "" when parsing succeeded.
-std::string parse(Opts& o, const std::vector<std::string>& args) {
-    ArgParser p = parser(o);
+std::string parse(EveryOption& o, const std::vector<std::string>& args) {
+    ArgParser p = o.parser();
     try {
         p.parse(args);
     } catch (const Error& e) {
@@ -50,7 +23,7 @@ std::string parse(Opts& o, const std::vector<std::string>& args) {
 }
 
 TEST(ArgParser, ParsesEveryKind) {
-    Opts o;
+    EveryOption o;
     EXPECT_EQ(parse(o, {"-m", "a.gguf", "--name=y", "-n", "-3", "--big", "-9000000000", "--count",
                         "18446744073709551615", "--temp", "0.25", "--scale", "1e300", "--json", "--stop", "a",
                         "--stop", "b", "pos"}),
@@ -91,7 +64,7 @@ TEST(ArgParser, RejectsBadValuesWithTheOptionAndValue) {
         {{"--json"}, "missing required option --model"},
     };
     for (const Case& c : cases) {
-        Opts o;
+        EveryOption o;
         const std::string msg = parse(o, c.args);
         EXPECT_NE(msg.find(c.expect), std::string::npos) << "got: " << msg;
     }
@@ -99,7 +72,7 @@ TEST(ArgParser, RejectsBadValuesWithTheOptionAndValue) {
 
 // Negative numbers are values, not options; the last of a repeated option wins.
 TEST(ArgParser, NegativeNumbersAndRepeats) {
-    Opts o;
+    EveryOption o;
     EXPECT_EQ(parse(o, {"-m", "a", "--temp", "-.5", "-n", "1", "-n", "7"}), "");
     EXPECT_FLOAT_EQ(o.temp, -0.5f);
     EXPECT_EQ(o.n, 7);

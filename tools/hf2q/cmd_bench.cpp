@@ -303,7 +303,7 @@ int run_bench(const std::vector<std::string>& args) {
         std::printf("| model | size | params | backend | test | t/s | TFLOP/s (%% of %.0f) | GB/s (%% of %.0f) |\n"
                     "| --- | --- | --- | --- | --- | --- | --- | --- |\n",
                     kPeakBf16Tflops, kPeakCopyGBs);
-    const KvCacheType kv_type = context_for(o, 1, 1, false).kv_type;
+    const KvCacheType kv_type = cache_type_of(o.device);
     for (const auto& r : results) {
         const bool prompt = r.spec.prompt;
         const double tps = r.mean_tps();

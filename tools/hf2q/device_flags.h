@@ -84,6 +84,14 @@ inline std::string weight_copies_note(const Context& ctx) {
     return ", weight copies " + format_bytes(ctx.weight_copy_bytes()) + " (--batch-copy off, --no-head-copy)";
 }
 
+// The KV cache type --cache-type names.
+inline KvCacheType cache_type_of(const DeviceFlags& d) {
+    return d.cache_type == "f32"    ? KvCacheType::f32
+           : d.cache_type == "fp8"  ? KvCacheType::e4m3
+           : d.cache_type == "int8" ? KvCacheType::int8
+                                    : KvCacheType::f16;
+}
+
 inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {
     check_device_flags(d);
     c.device_precision = d.precision == "f32" ? DevicePrecision::f32 : DevicePrecision::tensor_cores;
@@ -91,10 +99,7 @@ inline void apply_device_flags(const DeviceFlags& d, ContextOptions& c) {
     c.concurrent_branches = !d.serial_branches;
     c.kv_tokens = d.kv_tokens;
     c.kv_memory_fraction = d.kv_fraction;
-    c.kv_type = d.cache_type == "f32"    ? KvCacheType::f32
-                : d.cache_type == "fp8"  ? KvCacheType::e4m3
-                : d.cache_type == "int8" ? KvCacheType::int8
-                                         : KvCacheType::f16;
+    c.kv_type = cache_type_of(d);
 }
 
 }  // namespace hf2q::cli
