@@ -1,10 +1,10 @@
 #include "runtime/generation.h"
 
 #include <chrono>
-#include <limits>
 #include <optional>
 
 #include "core/error.h"
+#include "runtime/sequence_output.h"
 
 namespace hf2q::runtime {
 namespace {
@@ -14,72 +14,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-// Detokenizer -> StopMatcher -> (Gemma4OutputParser) -> callbacks, filling the result.
-class TextStream {
-  public:
-    TextStream(const tokenizer::Tokenizer& tok, const GenerationParams& params,
-               const GenerationCallbacks& cb, GenerationResult& result)
-        : detok_(tok, params.show_special || params.parse_output),
-          stop_(params.stop),
-          parse_(params.parse_output),
-          parser_(params.parser),
-          cb_(cb),
-          result_(result) {}
-
-    void push(int32_t token) { emit(stop_.feed(detok_.push(token))); }
-
-    // End of generation: whatever is held back is released (unless a stop string cut it).
-    void finish() {
-        if (!stop_.stopped()) {
-            std::string rest = stop_.feed(detok_.flush());
-            if (!stop_.stopped()) rest += stop_.flush();
-            emit(rest);
-        }
-        if (parse_) dispatch(parser_.finish());
-    }
-
-    bool stopped() const { return stop_.stopped(); }
-    bool end_marker_seen() const { return parse_ && parser_.result().end_marker_seen; }
-
-  private:
-    void emit(const std::string& text) {
-        if (text.empty()) return;
-        result_.text += text;
-        if (!parse_) {
-            result_.content += text;
-            if (cb_.on_content) cb_.on_content(text);
-            return;
-        }
-        dispatch(parser_.feed(text));
-    }
-
-    void dispatch(const std::vector<OutputEvent>& events) {
-        for (const OutputEvent& ev : events) {
-            switch (ev.kind) {
-                case OutputEventKind::content:
-                    result_.content += ev.text;
-                    if (cb_.on_content) cb_.on_content(ev.text);
-                    break;
-                case OutputEventKind::reasoning:
-                    result_.reasoning += ev.text;
-                    if (cb_.on_reasoning) cb_.on_reasoning(ev.text);
-                    break;
-                case OutputEventKind::tool_call:
-                    result_.tool_calls.push_back(ev.call);
-                    if (cb_.on_tool_call) cb_.on_tool_call(ev.call);
-                    break;
-            }
-        }
-    }
-
-    tokenizer::Detokenizer detok_;
-    StopMatcher stop_;
-    bool parse_;
-    Gemma4OutputParser parser_;
-    const GenerationCallbacks& cb_;
-    GenerationResult& result_;
-};
 
 // Truncates the sequence back to `pos` on leaving the scope while armed: a pipelined
 // step queued at `pos` that is not wanted. The newest position always truncates
@@ -96,19 +30,6 @@ struct DropQueuedStep {
         }
     }
 };
-
-// The token after the last decode's final output: its argmax, computed on the device
-// (greedy sampling), or the sampler's pick from its logits.
-int32_t next_token(const Context& ctx, Sampler& sampler, DecodeOutputs outputs) {
-    const int32_t i = ctx.n_outputs() - 1;
-    switch (outputs) {
-        case DecodeOutputs::argmax:
-            return ctx.argmax(i);
-        case DecodeOutputs::logits:
-            return sampler.sample(ctx.logits(i), ctx.n_vocab());
-    }
-    fail("generate: unknown decode output kind");
-}
 
 }  // namespace
 
@@ -187,38 +108,19 @@ int32_t Generator::prefill(const std::vector<int32_t>& prompt, const GenerationP
 GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
                                      const GenerationParams& params,
                                      const GenerationCallbacks& cb) {
-    if (prompt.empty()) fail("generate: the prompt has no tokens");
+    check_request(ctx_, tok_, prompt, params, cb.on_content || cb.on_reasoning || cb.on_tool_call, "generate");
+    SequenceOutput out(tok_, params, cb, prompt);
+    GenerationResult& result = out.result();
     const int32_t n_ctx = ctx_.options().n_ctx;
-    if (prompt.size() > static_cast<size_t>(n_ctx))
-        fail("generate: the prompt has ", prompt.size(), " tokens but the context holds only ",
-             n_ctx, " (raise the context size)");
-    if (!tok_ && !params.stop.empty()) fail("generate: stop strings need a tokenizer");
-    if (!tok_ && (cb.on_content || cb.on_reasoning || cb.on_tool_call))
-        fail("generate: text callbacks need a tokenizer");
-    const int64_t n_vocab = ctx_.n_vocab();
-    for (int32_t t : prompt)
-        if (t < 0 || t >= n_vocab)
-            fail("generate: prompt token ", t, " outside the vocabulary [0, ", n_vocab, ")");
-
-    SamplerParams sp = params.sampler;
-    if (params.ignore_eos && tok_)
-        for (int32_t id : tok_->eog_ids())
-            sp.logit_bias[id] = -std::numeric_limits<float>::infinity();
-    Sampler sampler(sp);  // validates
-    for (int32_t t : prompt) sampler.accept(t);
 
     // A greedy sampler is the argmax of the logits: it runs on the device and only the
     // ids come back. The prefill returns logits where a callback may read them.
-    const DecodeOutputs step_outputs = is_greedy(sp) ? DecodeOutputs::argmax : DecodeOutputs::logits;
+    const DecodeOutputs step_outputs = out.step_outputs();
     DecodeOutputs outputs =
         cb.on_prefill || params.all_prompt_logits ? DecodeOutputs::logits : step_outputs;
 
-    GenerationResult result;
-    result.n_prompt = static_cast<int32_t>(prompt.size());
     int32_t pos = prefill(prompt, params, cb, result, outputs);
     const auto t0 = Clock::now();
-    std::optional<TextStream> text;
-    if (tok_) text.emplace(*tok_, params, cb, result);
 
     std::optional<FinishReason> reason;
     if (params.n_predict == 0) reason = FinishReason::length;
@@ -244,17 +146,8 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
             }
         }
         DropQueuedStep drop{ctx_, seq_, pos, ahead};
-        const int32_t token = ahead ? ctx_.argmax(last_output, 1) : next_token(ctx_, sampler, outputs);
-        sampler.accept(token);
-        result.tokens.push_back(token);
-        if (cb.on_token) cb.on_token(token);
-        const bool eog = tok_ && !params.ignore_eos && tok_->is_eog(token);
-        if (text && !eog) text->push(token);
-        const bool ended = text && !params.ignore_eos && text->end_marker_seen();
-        reason =
-            finish_reason_after_token(eog || ended, text && text->stopped(),
-                                      static_cast<int64_t>(result.tokens.size()), params.n_predict);
-        if (!reason && pos >= n_ctx) reason = FinishReason::length;  // context full
+        const int32_t token = ahead ? ctx_.argmax(last_output, 1) : out.pick(ctx_, last_output, outputs);
+        reason = out.push(token, pos >= n_ctx);
         if (reason) break;  // drop truncates a queued step
         drop.armed = false;
         if (!ahead) ctx_.decode({{token, seq_, pos, true}}, step_outputs);
@@ -263,10 +156,9 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
         ++pos;
         ++result.n_decoded_generated;
     }
-    if (text) text->finish();
-    result.finish_reason = *reason;
+    out.finish(*reason);
     result.gen_seconds = seconds_since(t0);
-    return result;
+    return std::move(result);
 }
 
 }  // namespace hf2q::runtime

@@ -1,8 +1,10 @@
 // hf2q generate: run a prompt through the model and continue it.
 //
-// Two modes: text (-p TEXT or -f FILE, tokenized with the GGUF's tokenizer, one BOS,
-// continuation streamed to stdout) and token ids (--token-ids, used exactly as given,
-// no tokenizer needed: ids out, optionally the prompt logits dumped).
+// Three modes: text (-p TEXT or -f FILE, tokenized with the GGUF's tokenizer, one BOS,
+// continuation streamed to stdout), token ids (--token-ids, used exactly as given,
+// no tokenizer needed: ids out, optionally the prompt logits dumped) and many
+// requests (--prompts FILE: one a line, generated together by continuous batching,
+// runtime::BatchGenerator; results in request order).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +22,8 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "hf2q/engine.h"
+#include "prompts_file.h"
+#include "runtime/batch_generation.h"
 #include "runtime/generation.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,6 +35,9 @@ struct GenerateOptions {
     std::string prompt;
     std::string prompt_file;
     std::string token_ids;
+    std::string prompts_file;
+    int32_t parallel = 0;
+    int32_t batch_tokens = 0;
     int32_t n_predict = 32;
     runtime::SamplerParams sampler;
     std::vector<std::string> stop;
@@ -81,8 +88,22 @@ void add_flags(ArgParser& p, GenerateOptions& o) {
     p.option("--token-ids", "IDS",
              "prompt as comma-separated token ids, used exactly as given (no BOS added)",
              &o.token_ids);
+    p.option("--prompts", "FILE",
+             "many requests, one a line (text, a JSON string, or {\"prompt\": ...} / {\"token_ids\": [...]} "
+             "with an optional \"n_predict\"), generated together; results in request order; "
+             "request i samples with seed + i (docs/cli.md)",
+             &o.prompts_file);
+    p.option("-np,--parallel", "N",
+             "with --prompts: requests generated at once (0: all of them, at most 64); each is a "
+             "sequence of its own and the next request starts as soon as one ends",
+             &o.parallel);
+    p.option("--batch-tokens", "N",
+             "with --prompts: most tokens one forward step takes (each running request's next token, "
+             "then prompt chunks; 0: --ubatch-size)",
+             &o.batch_tokens);
     p.option("-n,--n-predict", "N",
-             "tokens to generate (-1: until end of generation or context full; text mode)",
+             "tokens to generate (-1: until end of generation or context full; text mode; "
+             "with --prompts, each request's unless its line says)",
              &o.n_predict);
     add_sampling_flags(p, o.sampler);
     p.option("--stop", "TEXT", "stop when the output contains TEXT (repeatable; text mode)",
@@ -104,20 +125,21 @@ void add_flags(ArgParser& p, GenerateOptions& o) {
     add_device_flags(p, o.device);
 }
 
-std::unique_ptr<Context> make_context(const Model& model, const GenerateOptions& o,
-                                      size_t n_prompt) {
+// Positions a sequence needs for a prompt of n_prompt tokens and n_predict more (-c
+// when given; for n_predict < 0, the training context up to 4,096, or the prompt).
+int32_t context_size(const Model& model, const GenerateOptions& o, size_t n_prompt, int32_t n_predict) {
+    if (o.ctx_size > 0) return o.ctx_size;
+    if (n_predict >= 0)
+        return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, static_cast<int64_t>(n_prompt) + n_predict));
+    const int64_t train = model.info().n_ctx_train > 0 ? model.info().n_ctx_train : 4096;
+    return static_cast<int32_t>(std::max<int64_t>(static_cast<int64_t>(n_prompt), std::min<int64_t>(train, 4096)));
+}
+
+std::unique_ptr<Context> make_context(const Model& model, const GenerateOptions& o, size_t n_prompt,
+                                      int32_t n_seq = 1, int32_t n_ctx = 0) {
     ContextOptions co;
-    co.n_seq_max = 1;
-    if (o.ctx_size > 0) {
-        co.n_ctx = o.ctx_size;
-    } else if (o.n_predict >= 0) {
-        co.n_ctx = static_cast<int32_t>(
-            std::min<int64_t>(INT32_MAX, static_cast<int64_t>(n_prompt) + o.n_predict));
-    } else {
-        const int64_t train = model.info().n_ctx_train > 0 ? model.info().n_ctx_train : 4096;
-        co.n_ctx = static_cast<int32_t>(
-            std::max<int64_t>(static_cast<int64_t>(n_prompt), std::min<int64_t>(train, 4096)));
-    }
+    co.n_seq_max = n_seq;
+    co.n_ctx = n_ctx > 0 ? n_ctx : context_size(model, o, n_prompt, o.n_predict);
     co.n_ubatch = o.ubatch;
     co.n_threads = o.threads;
     co.backend = parse_backend(o.backend);
@@ -221,20 +243,119 @@ int run_text(const GenerateOptions& o) {
     return 0;
 }
 
+// The requests of a prompts file: text lines tokenized (one BOS), ids as given;
+// request i samples with seed + i, so its text does not depend on the others.
+std::vector<runtime::BatchRequest> batch_requests(const std::vector<PromptLine>& lines,
+                                                  const tokenizer::Tokenizer* tok, const GenerateOptions& o) {
+    std::vector<runtime::BatchRequest> reqs;
+    reqs.reserve(lines.size());
+    for (const PromptLine& l : lines) {
+        runtime::BatchRequest r;
+        if (l.text) {
+            if (!tok) fail("prompts file line ", l.line, ": a text prompt needs the model's tokenizer (this GGUF has none); give {\"token_ids\": [...]}");
+            r.prompt = tok->encode(*l.text, /*add_special=*/true, /*parse_special=*/true);
+            if (r.prompt.empty()) fail("prompts file line ", l.line, ": the prompt is empty and the tokenizer adds no BOS");
+        } else {
+            r.prompt = l.token_ids;
+        }
+        r.params = generation_params(o);
+        if (l.n_predict) r.params.n_predict = *l.n_predict;
+        r.params.sampler.seed = o.sampler.seed + reqs.size();
+        reqs.push_back(std::move(r));
+    }
+    return reqs;
+}
+
+void print_batch_result(size_t i, const PromptLine& line, const runtime::BatchRequest& req,
+                        const runtime::GenerationResult& r, bool text, bool json) {
+    if (json) {
+        nlohmann::json j;
+        j["index"] = i;
+        j["line"] = line.line;
+        j["prompt_tokens"] = req.prompt;
+        j["generated_tokens"] = r.tokens;
+        if (text) j["text"] = r.text;
+        j["finish_reason"] = runtime::finish_reason_name(r.finish_reason);
+        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+        std::printf("--- request %zu (line %zu): %zu prompt tokens, %zu generated, %s\n", i, line.line,
+                    req.prompt.size(), r.tokens.size(), runtime::finish_reason_name(r.finish_reason));
+        if (text) {
+            std::fwrite(r.text.data(), 1, r.text.size(), stdout);
+        } else {
+            for (size_t k = 0; k < r.tokens.size(); ++k) std::printf("%s%d", k ? " " : "", r.tokens[k]);
+        }
+        std::printf("\n");
+    }
+    std::fflush(stdout);
+}
+
+// Many requests, generated together (runtime::BatchGenerator); each result is printed
+// in request order as soon as it and those before it are done.
+int run_prompts(const GenerateOptions& o) {
+    if (!o.dump_logits.empty()) fail("--dump-logits takes one prompt: not with --prompts");
+    if (o.parallel < 0) fail("--parallel ", o.parallel, " must be >= 0 (0: all requests, at most 64)");
+    if (o.batch_tokens < 0) fail("--batch-tokens ", o.batch_tokens, " must be >= 0 (0: --ubatch-size)");
+    const std::vector<PromptLine> lines = parse_prompts(read_text_file(o.prompts_file));
+    std::optional<tokenizer::Tokenizer> tok;
+    {
+        auto file = gguf::File::open(o.model);
+        if (file->has("tokenizer.ggml.model")) tok.emplace(tokenizer::load_vocab(*file));
+    }
+    if (!tok && !o.stop.empty()) fail("--stop needs the model's tokenizer (this GGUF has none)");
+    const tokenizer::Tokenizer* tp = tok ? &*tok : nullptr;
+    const std::vector<runtime::BatchRequest> reqs = batch_requests(lines, tp, o);
+    const int32_t n_parallel = o.parallel > 0 ? std::min<int32_t>(o.parallel, static_cast<int32_t>(reqs.size()))
+                                              : static_cast<int32_t>(std::min<size_t>(reqs.size(), 64));
+    auto model = Model::load(o.model, load_options(o.device));
+    int32_t n_ctx = 1;
+    for (const runtime::BatchRequest& r : reqs)
+        n_ctx = std::max(n_ctx, context_size(*model, o, r.prompt.size(), r.params.n_predict));
+    auto ctx = make_context(*model, o, 0, n_parallel, n_ctx);
+    runtime::BatchGenerator gen(*ctx, tp);
+
+    std::vector<const runtime::GenerationResult*> done(reqs.size(), nullptr);
+    std::vector<runtime::GenerationResult> kept(reqs.size());
+    size_t printed = 0;
+    runtime::BatchCallbacks cb;
+    cb.on_done = [&](size_t i, const runtime::GenerationResult& r) {
+        kept[i] = r;
+        done[i] = &kept[i];
+        for (; printed < reqs.size() && done[printed]; ++printed)
+            print_batch_result(printed, lines[printed], reqs[printed], *done[printed], tp != nullptr, o.json);
+    };
+    gen.run(reqs, {n_parallel, o.batch_tokens}, cb);
+    const runtime::BatchStats& st = gen.stats();
+    std::fprintf(stderr,
+                 "\nbatch: %zu requests, %d at once at most (of %d sequences), %lld steps in %.2f s\n"
+                 "       %lld prompt tokens, %lld generated: %.2f generated tokens/s, %.2f tokens/s in all\n",
+                 reqs.size(), st.max_running, n_parallel, static_cast<long long>(st.steps), st.seconds,
+                 static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens),
+                 st.seconds > 0 ? static_cast<double>(st.generated_tokens) / st.seconds : 0.0,
+                 st.seconds > 0 ? static_cast<double>(st.generated_tokens + st.prompt_tokens) / st.seconds : 0.0);
+    return 0;
+}
+
 int run_generate(const std::vector<std::string>& args) {
     GenerateOptions o;
     o.sampler.temperature = 0.0f;  // deterministic unless asked
-    ArgParser p("generate", "-m MODEL (-p TEXT | -f FILE | --token-ids IDS) [options]",
+    ArgParser p("generate", "-m MODEL (-p TEXT | -f FILE | --token-ids IDS | --prompts FILE) [options]",
                 "Run a prompt through a Gemma 4 GGUF model in one batched forward pass, then\n"
                 "continue it token by token (greedy at --temp 0). Text mode streams the\n"
-                "continuation to stdout and prints timings to stderr.");
+                "continuation to stdout and prints timings to stderr. --prompts runs many\n"
+                "requests together (continuous batching: every step decodes each running\n"
+                "request's next token and chunks of waiting prompts in one forward pass).");
     add_flags(p, o);
     if (!p.parse(args)) return 0;
     parse_backend(o.backend);  // fail early on a bad name or device flag
     check_device_flags(o.device);
-    const int n_modes = !o.token_ids.empty() + (p.was_set("--prompt") || p.was_set("--file"));
-    if (n_modes != 1) fail("give exactly one of -p TEXT, -f FILE or --token-ids IDS");
+    const int n_modes = !o.token_ids.empty() + (p.was_set("--prompt") || p.was_set("--file")) +
+                        p.was_set("--prompts");
+    if (n_modes != 1) fail("give exactly one of -p TEXT, -f FILE, --token-ids IDS or --prompts FILE");
+    if (!p.was_set("--prompts") && (p.was_set("--parallel") || p.was_set("--batch-tokens")))
+        fail("--parallel and --batch-tokens go with --prompts");
     runtime::validate(o.sampler);
+    if (p.was_set("--prompts")) return run_prompts(o);
     return o.token_ids.empty() ? run_text(o) : run_token_ids(o);
 }
 

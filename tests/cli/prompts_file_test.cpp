@@ -1,0 +1,74 @@
+// The requests file of `hf2q generate --prompts` (tools/hf2q/prompts_file.h).
+#include "prompts_file.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace hf2q::cli {
+namespace {
+
+TEST(PromptsFile, EveryLineForm) {
+    const std::vector<PromptLine> p = parse_prompts(
+        "Hello there\n"
+        "\n"
+        "  \t \r\n"
+        "\"two\\nlines \\u00e9\"\r\n"
+        "{\"prompt\": \"Why?\", \"n_predict\": 4}\n"
+        "  {\"token_ids\": [2, 818, 5279], \"n_predict\": -1}\n"
+        "[1, 2] stays text\n"
+        "last line without a newline");
+    ASSERT_EQ(p.size(), 6u);
+    EXPECT_EQ(p[0].line, 1u);
+    EXPECT_EQ(*p[0].text, "Hello there");
+    EXPECT_FALSE(p[0].n_predict);
+    EXPECT_EQ(p[1].line, 4u);
+    EXPECT_EQ(*p[1].text, "two\nlines \xC3\xA9");
+    EXPECT_EQ(*p[2].text, "Why?");
+    EXPECT_EQ(*p[2].n_predict, 4);
+    EXPECT_FALSE(p[3].text);
+    EXPECT_EQ(p[3].token_ids, (std::vector<int32_t>{2, 818, 5279}));
+    EXPECT_EQ(*p[3].n_predict, -1);
+    EXPECT_EQ(*p[4].text, "[1, 2] stays text");
+    EXPECT_EQ(p[5].line, 8u);
+    EXPECT_EQ(*p[5].text, "last line without a newline");
+    EXPECT_EQ(*parse_prompts("\"\"")[0].text, "") << "an empty JSON string is a prompt (the BOS alone)";
+}
+
+TEST(PromptsFile, BadLinesNameTheLineAndTheFault) {
+    const std::pair<std::string, std::string> cases[] = {
+        {"", "holds no request"},
+        {"\n \n\t\n", "holds no request"},
+        {"ok\n{\"prompt\": 1}", "line 2: \"prompt\" must be a string, not number"},
+        {"{\"x\": 1}", "line 1: unknown key \"x\""},
+        {"{}", "line 1: give exactly one of \"prompt\" and \"token_ids\""},
+        {"{\"prompt\": \"a\", \"token_ids\": [1]}", "give exactly one of"},
+        {"{\"token_ids\": []}", "\"token_ids\" is empty"},
+        {"{\"token_ids\": 5}", "\"token_ids\" must be an array, not number"},
+        {"{\"token_ids\": [1.5]}", "a token id must be an integer, not 1.5"},
+        {"{\"token_ids\": [-1]}", "a token id -1 is out of range [0, 2^31)"},
+        {"{\"token_ids\": [2147483648]}", "a token id 2147483648 is out of range"},
+        {"{\"token_ids\": [18446744073709551615]}", "a token id 18446744073709551615 is out of range"},
+        {"{\"token_ids\": [\"7\"]}", "a token id must be an integer, not \"7\""},
+        {"{\"prompt\": \"a\", \"n_predict\": -2}", "\"n_predict\" -2 is out of range [-1, 2^31)"},
+        {"{\"prompt\": \"a\", \"n_predict\": true}", "\"n_predict\" must be an integer, not true"},
+        {"\"unterminated", "line 1: not valid JSON"},
+        {"{\"prompt\": \"a\"} trailing", "not valid JSON"},
+        {"\"\\xff\"", "not valid JSON"},
+    };
+    for (const auto& [text, want] : cases) {
+        try {
+            parse_prompts(text);
+            ADD_FAILURE() << "accepted: " << text;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << text << " -> " << e.what();
+        }
+    }
+    EXPECT_EQ(*parse_prompts("\"a\" \t")[0].text, "a");
+}
+
+}  // namespace
+}  // namespace hf2q::cli

@@ -1,0 +1,109 @@
+// `hf2q generate --prompts` end to end: runs the built CLI on the fixture model
+// (skipped when the CLI has not been built) and checks every request's JSON line
+// against `hf2q generate --token-ids` run alone with the same seed.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "generation/fixture.h"
+
+namespace hf2q::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace test;
+
+const std::string kHf2q = std::string(HF2Q_BINARY_DIR) + "/bin/hf2q";
+
+struct Result {
+    int code;
+    std::string out;
+};
+
+// Runs `hf2q generate <args>` with stderr discarded; returns exit code and stdout.
+Result run(const std::string& args) {
+    const std::string cmd = "'" + kHf2q + "' generate " + args + " 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return {-1, ""};
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    const int status = pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string ids_text(const std::vector<int32_t>& ids, const char* sep) {
+    std::string s;
+    for (size_t i = 0; i < ids.size(); ++i) s += (i ? sep : "") + std::to_string(ids[i]);
+    return s;
+}
+
+class CmdGeneratePrompts : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (!fs::exists(kHf2q)) GTEST_SKIP() << kHf2q << " not built";
+    }
+};
+
+// Four requests (one with its own n_predict), two at once, sampled: each line equals
+// the request run alone with seed + its index, in request order.
+TEST_F(CmdGeneratePrompts, EachRequestEqualsItsRunAlone) {
+    fixture();  // converts the model
+    const std::string model = (fs::path(HF2Q_BINARY_DIR) / "test-models" / "generation-moe-f32.gguf").string();
+    const fs::path file = fs::path(HF2Q_BINARY_DIR) / "test-models" / "prompts-cli-test.txt";
+    {
+        std::ofstream f(file);
+        for (size_t i = 0; i < fixture().prompts.size(); ++i) {
+            f << "{\"token_ids\": [" << ids_text(fixture().prompts[i].ids, ", ") << "]"
+              << (i == 2 ? ", \"n_predict\": 3" : "") << "}\n";
+            if (i == 0) f << "\n";  // a blank line is skipped
+        }
+    }
+    const std::string common = "-m '" + model + "' -n 6 --temp 0.9 --seed 40 -t 2 --json ";
+    const Result batch = run(common + "--prompts '" + file.string() + "' -np 2 --batch-tokens 5");
+    ASSERT_EQ(batch.code, 0);
+    std::istringstream lines(batch.out);
+    std::string line;
+    size_t i = 0;
+    for (; std::getline(lines, line); ++i) {
+        ASSERT_LT(i, fixture().prompts.size()) << line;
+        const nlohmann::json got = nlohmann::json::parse(line);
+        EXPECT_EQ(got["index"], i);
+        EXPECT_EQ(got["line"], i == 0 ? 1 : i + 2);
+        const std::string alone_args = "-m '" + model + "' -n " + (i == 2 ? "3" : "6") +
+                                       " --temp 0.9 -t 2 --json --seed " + std::to_string(40 + i) + " --token-ids " +
+                                       ids_text(fixture().prompts[i].ids, ",");
+        const Result alone = run(alone_args);
+        ASSERT_EQ(alone.code, 0);
+        const nlohmann::json want = nlohmann::json::parse(alone.out);
+        EXPECT_EQ(got["prompt_tokens"], want["prompt_tokens"]) << "request " << i;
+        EXPECT_EQ(got["generated_tokens"], want["generated_tokens"]) << "request " << i;
+        EXPECT_EQ(got["finish_reason"], "length");
+    }
+    EXPECT_EQ(i, fixture().prompts.size());
+}
+
+TEST_F(CmdGeneratePrompts, RefusesBadCombinations) {
+    fixture();
+    const std::string m = "-m '" + (fs::path(HF2Q_BINARY_DIR) / "test-models" / "generation-moe-f32.gguf").string() + "' ";
+    const fs::path file = fs::path(HF2Q_BINARY_DIR) / "test-models" / "prompts-cli-bad.txt";
+    std::ofstream(file) << "text needs a tokenizer\n";
+    for (const std::string& args :
+         {m + "--prompts '" + file.string() + "'", m + "--prompts /nonexistent.txt", m + "--token-ids 2 -np 2",
+          m + "--prompts '" + file.string() + "' --token-ids 2", m + "--prompts '" + file.string() + "' -np -1",
+          m + "--prompts '" + file.string() + "' --dump-logits /tmp/x"}) {
+        const Result r = run(args);
+        EXPECT_EQ(r.code, 1) << args;
+        EXPECT_EQ(r.out, "") << args;
+    }
+}
+
+}  // namespace
+}  // namespace hf2q::runtime

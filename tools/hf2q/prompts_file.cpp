@@ -1,0 +1,82 @@
+#include "prompts_file.h"
+
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace hf2q::cli {
+namespace {
+
+using nlohmann::json;
+
+// An integer in [lo, 2^31); `what` names it in errors.
+int32_t int32_field(const json& v, const char* what, int64_t lo, size_t line) {
+    if (!v.is_number_integer())
+        fail("prompts file line ", line, ": ", what, " must be an integer, not ", v.dump());
+    // Integers past int64's range parse as unsigned (or, past uint64's, as floats).
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+        fail("prompts file line ", line, ": ", what, " ", v.get<uint64_t>(), " is out of range [", lo, ", 2^31)");
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > std::numeric_limits<int32_t>::max())
+        fail("prompts file line ", line, ": ", what, " ", x, " is out of range [", lo, ", 2^31)");
+    return static_cast<int32_t>(x);
+}
+
+PromptLine from_object(const json& j, size_t line) {
+    PromptLine p;
+    p.line = line;
+    for (const auto& [key, v] : j.items()) {
+        if (key == "prompt") {
+            if (!v.is_string()) fail("prompts file line ", line, ": \"prompt\" must be a string, not ", v.type_name());
+            p.text = v.get<std::string>();
+        } else if (key == "token_ids") {
+            if (!v.is_array()) fail("prompts file line ", line, ": \"token_ids\" must be an array, not ", v.type_name());
+            for (const json& id : v) p.token_ids.push_back(int32_field(id, "a token id", 0, line));
+            if (p.token_ids.empty()) fail("prompts file line ", line, ": \"token_ids\" is empty");
+        } else if (key == "n_predict") {
+            p.n_predict = int32_field(v, "\"n_predict\"", -1, line);
+        } else {
+            fail("prompts file line ", line, ": unknown key \"", key,
+                 "\" (a request holds \"prompt\" or \"token_ids\", and optionally \"n_predict\")");
+        }
+    }
+    if (p.text.has_value() == !p.token_ids.empty())
+        fail("prompts file line ", line, ": give exactly one of \"prompt\" and \"token_ids\"");
+    return p;
+}
+
+PromptLine parse_line(std::string_view s, size_t line) {
+    const size_t first = s.find_first_not_of(" \t");
+    if (s[first] != '"' && s[first] != '{') return {line, std::string(s), {}, {}};
+    json j;
+    try {
+        j = json::parse(s);
+    } catch (const json::exception& e) {
+        fail("prompts file line ", line, ": not valid JSON (", e.what(),
+             "); a line that starts with '\"' or '{' is read as JSON");
+    }
+    if (j.is_string()) return {line, j.get<std::string>(), {}, {}};
+    if (j.is_object()) return from_object(j, line);
+    fail("prompts file line ", line, ": a JSON line must be a string or an object, not ", j.type_name());
+}
+
+}  // namespace
+
+std::vector<PromptLine> parse_prompts(std::string_view content) {
+    std::vector<PromptLine> out;
+    size_t line = 0;
+    while (!content.empty()) {
+        ++line;
+        const size_t nl = content.find('\n');
+        std::string_view s = content.substr(0, nl);
+        content.remove_prefix(nl == std::string_view::npos ? content.size() : nl + 1);
+        if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+        if (s.find_first_not_of(" \t") == std::string_view::npos) continue;
+        out.push_back(parse_line(s, line));
+    }
+    if (out.empty()) fail("the prompts file holds no request (one a line; blank lines are skipped)");
+    return out;
+}
+
+}  // namespace hf2q::cli

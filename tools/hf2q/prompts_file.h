@@ -1,0 +1,34 @@
+// The requests file of `hf2q generate --prompts FILE`: one request a line.
+//
+//   plain text                        the line is the prompt text, as it stands
+//   "text with \n escapes"            a JSON string: the prompt text
+//   {"prompt": "text", "n_predict": 64}
+//   {"token_ids": [2, 818, 5279]}     the prompt as token ids, used as given
+//
+// A line is JSON when its first non-blank character is '"' or '{'; blank lines are
+// skipped. An object holds exactly one of "prompt" and "token_ids", and optionally
+// "n_predict" (that request's tokens to generate, instead of -n); any other key is an
+// error. Errors name the line.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hf2q::cli {
+
+struct PromptLine {
+    size_t line = 0;                  // 1-based
+    std::optional<std::string> text;  // text to tokenize, or
+    std::vector<int32_t> token_ids;   // the prompt as ids (when text is empty)
+    std::optional<int32_t> n_predict;
+};
+
+// Throws hf2q::Error ("prompts file line N: ...") on a malformed line, and when the
+// file holds no request.
+std::vector<PromptLine> parse_prompts(std::string_view content);
+
+}  // namespace hf2q::cli
