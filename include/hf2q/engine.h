@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,21 @@ enum class DecodeOutputs {
     // Context::argmax(i). A greedy step then copies one int per output to the host
     // instead of n_vocab floats (262,144 for Gemma 4) and scans nothing on the CPU.
     argmax,
+    // Each one's k largest logits with their ids (k: decode's top_k argument, 1 ..
+    // kMaxTopK), largest first and the lower id first among equal logits: exactly the
+    // candidates a top-k sampler keeps (runtime::init_candidates_top_k), computed on
+    // the backend: Context::top_k(i). A top-k sampled step then copies k pairs per
+    // output instead of n_vocab floats, and the host draws the same token from them.
+    top_k,
+};
+
+// The most candidates a DecodeOutputs::top_k decode returns per output.
+inline constexpr int32_t kMaxTopK = 256;
+
+// One candidate of Context::top_k.
+struct TopLogit {
+    int32_t id = 0;
+    float logit = 0.0f;
 };
 
 // BatchToken::token for "the id the previous decode's argmax gave this sequence":
@@ -206,7 +222,10 @@ public:
     // `outputs` says what the tokens marked `logits` return. With DecodeOutputs::argmax
     // a device backend returns once the work is queued (argmax() waits for the ids);
     // with logits, once they are in host memory.
-    void decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs = DecodeOutputs::logits);
+    // `top_k` is the candidates per output of a DecodeOutputs::top_k decode (1 ..
+    // kMaxTopK) and must be 0 otherwise.
+    void decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs = DecodeOutputs::logits,
+                int32_t top_k = 0);
 
     // Logits of the i-th token marked `logits` in the last decode, [n_vocab] floats.
     // Throws unless that decode returned logits.
@@ -217,6 +236,14 @@ public:
     // ties; waits for the ids. Throws unless that decode returned DecodeOutputs::argmax,
     // and, as a greedy sampler does, when those logits hold a NaN or +inf or are all -inf.
     int32_t argmax(int32_t i, int32_t decodes_back = 0) const;
+    // The candidates of the i-th token marked `logits` in the last decode: its top_k
+    // largest logits above -inf (fewer where fewer are), in the order above. Throws
+    // unless that decode returned DecodeOutputs::top_k, and, as the sampler does, when
+    // those logits hold a NaN or +inf or are all -inf.
+    std::span<const TopLogit> top_k(int32_t i) const;
+    // Whether this context's backend returns top-k candidates (DecodeOutputs::top_k);
+    // where not, such a decode is an error and samplers read logits.
+    bool has_top_k() const;
     int32_t n_outputs() const;  // of the last decode
     int64_t n_vocab() const;
 

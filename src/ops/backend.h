@@ -288,6 +288,19 @@ public:
     // Index of each row's largest value (ops/sampling.h): greedy sampling without
     // copying the logits to the host.
     virtual void argmax_rows(const ArgmaxRowsParams& p) = 0;
+    // The k largest values of each row and their indices (ops/sampling.h): top-k
+    // sampling without copying the logits to the host. Scratch it needs for up to
+    // `rows` rows of n values, any k (TopkRowsParams::scratch; 0: none).
+    virtual void topk_rows(const TopkRowsParams& p) = 0;
+    // Whether the engine may take top-k candidates from this backend (DecodeOutputs::
+    // top_k). The CUDA kernel is opted in at build time (HF2Q_CUDA_TOPK) until it has
+    // run on a GPU; topk_rows itself runs either way, for its tests.
+    virtual bool has_topk_rows() const { return true; }
+    virtual size_t topk_rows_scratch_bytes(int64_t rows, int64_t n) const {
+        (void)rows;
+        (void)n;
+        return 0;
+    }
 
     // Element-wise helpers over n contiguous floats.
     virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;  // y = a + b

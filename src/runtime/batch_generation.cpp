@@ -43,6 +43,25 @@ int64_t kv_need(const BatchRequest& r, const ContextOptions& o) {
     return (want + block - 1) / block * block;
 }
 
+// What one step returns: argmax ids where every output's sampler is greedy, top-k
+// candidates (the most any of them reads) where each is greedy or reads only those,
+// else logits.
+struct StepOutputs {
+    DecodeOutputs mode = DecodeOutputs::argmax;
+    int32_t k = 1;
+    void add(const SequenceOutput& o) {
+        const DecodeOutputs m = o.step_outputs();
+        if (m == DecodeOutputs::logits || mode == DecodeOutputs::logits) {
+            mode = DecodeOutputs::logits;
+            return;
+        }
+        if (m == DecodeOutputs::top_k) {
+            mode = DecodeOutputs::top_k;
+            k = std::max(k, o.step_top_k());
+        }
+    }
+};
+
 // Empties the sequences the run used, however it ends.
 struct ClearSequences {
     Context& ctx;
@@ -106,7 +125,7 @@ std::vector<GenerationResult> BatchGenerator::run(const std::vector<BatchRequest
         GenerationCallbacks gc;
         if (cb.on_token) gc.on_token = [&cb, i](int32_t t) { cb.on_token(i, t); };
         if (cb.on_content) gc.on_content = [&cb, i](std::string_view t) { cb.on_content(i, t); };
-        slot.out = std::make_unique<SequenceOutput>(tok_, r.params, std::move(gc), r.prompt);
+        slot.out = std::make_unique<SequenceOutput>(tok_, r.params, std::move(gc), r.prompt, ctx_.has_top_k());
         slot.request = i;
         slot.prefilled = 0;
         slot.pos = 0;
@@ -145,13 +164,13 @@ std::vector<GenerationResult> BatchGenerator::run(const std::vector<BatchRequest
         // The step: every generating sequence's next token, then prompt chunks.
         batch.clear();
         owner.clear();
-        bool all_greedy = true;
+        StepOutputs kind;
         for (int32_t s = 0; s < n_parallel; ++s) {
             Slot& slot = slots[static_cast<size_t>(s)];
             if (slot.request == kNone || slot.prefilled < requests[slot.request].prompt.size()) continue;
             batch.push_back({slot.pending, s, slot.pos, true});
             owner.push_back(s);
-            all_greedy = all_greedy && slot.out->step_outputs() == DecodeOutputs::argmax;
+            kind.add(*slot.out);
         }
         int64_t budget = std::max<int64_t>(1, max_tokens - static_cast<int64_t>(batch.size()));
         for (int32_t s : prefilling) {
@@ -165,14 +184,14 @@ std::vector<GenerationResult> BatchGenerator::run(const std::vector<BatchRequest
                 batch.push_back({r.prompt[p], s, static_cast<int32_t>(p), last});
                 if (last) {
                     owner.push_back(s);
-                    all_greedy = all_greedy && slot.out->step_outputs() == DecodeOutputs::argmax;
+                    kind.add(*slot.out);
                 }
             }
             budget -= static_cast<int64_t>(n);
         }
         if (batch.empty()) fail("batch generator: no request can run (internal error)");
-        const DecodeOutputs outputs = all_greedy ? DecodeOutputs::argmax : DecodeOutputs::logits;
-        ctx_.decode(batch, outputs);
+        const DecodeOutputs outputs = kind.mode;
+        ctx_.decode(batch, outputs, outputs == DecodeOutputs::top_k ? kind.k : 0);
         ++stats_.steps;
 
         // Positions: each token of the batch now holds its place in its sequence.

@@ -23,8 +23,11 @@
 // rounding of batching (docs/sampling.md): its own sampler, seeded with
 // params.sampler.seed (so a request's sampled text does not depend on which others
 // run beside it), its own stop strings, EOG and n_predict. A step whose outputs all
-// belong to greedy requests returns the device's argmax (DecodeOutputs::argmax);
-// otherwise it returns logits and greedy requests take their argmax on the host.
+// belong to greedy requests returns the device's argmax (DecodeOutputs::argmax); one
+// whose requests are greedy or top-k samplers without penalties or bias
+// (runtime::device_top_k) returns each output's top-k candidates, k the most any of
+// them reads (DecodeOutputs::top_k); otherwise it returns logits and every request
+// samples on the host.
 // Steps are not pipelined (each step's ids are read before the next is queued).
 #pragma once
 

@@ -9,6 +9,8 @@
 #include "runtime/backend_factory.h"
 
 namespace hf2q::runtime {
+
+static_assert(kMaxTopK == ops::kTopkMax, "the engine's top-k bound is the op's");
 namespace {
 
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
@@ -314,6 +316,15 @@ void ContextImpl::run_ubatch(const std::vector<BatchToken>& batch, size_t begin,
             land(cur_);  // the next micro-batch reuses the staging buffer
         }
     }
+    if (r.mode == DecodeOutputs::top_k) {
+        for (int64_t j = 0; j < n_out; ++j) {
+            const int32_t st = r.head_status[sz(j)];
+            r.top_begin.push_back(r.top.size());
+            r.top_status.push_back(st);
+            for (int32_t t = 0; t < st; ++t)
+                r.top.push_back({r.head_ids[sz(j * r.k + t)], r.head_values[sz(j * r.k + t)]});
+        }
+    }
     r.n_outputs += static_cast<int32_t>(n_out);
     for (auto [seq, n] : counts) tables_->commit(seq, tables_->seq_length(seq) + n);
 }
@@ -337,6 +348,17 @@ gemma4::HeadOutput ContextImpl::output_slots(int64_t n_out) {
                 if (!stage) stage = static_cast<int32_t*>(backend_->alloc_host(sz(opts_.n_ubatch) * sizeof(int32_t)));
             out.ids = ids_stage_[cur_];
             break;
+        case DecodeOutputs::top_k: {
+            Result& w = results_[cur_];
+            w.head_ids.resize(sz(n_out * w.k));
+            w.head_values.resize(sz(n_out * w.k));
+            w.head_status.resize(sz(n_out));
+            out.k = w.k;
+            out.ids = w.head_ids.data();
+            out.values = w.head_values.data();
+            out.status = w.head_status.data();
+            break;
+        }
     }
     return out;
 }
@@ -363,9 +385,17 @@ ContextImpl::~ContextImpl() {
         if (stage) backend_->free_host(stage);
 }
 
-void ContextImpl::decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs) {
-    if (outputs != DecodeOutputs::logits && outputs != DecodeOutputs::argmax)  // cast from an integer
+void ContextImpl::decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs, int32_t top_k) {
+    if (outputs != DecodeOutputs::logits && outputs != DecodeOutputs::argmax &&
+        outputs != DecodeOutputs::top_k)  // cast from an integer
         fail("decode: unknown output kind ", static_cast<int>(outputs));
+    if (outputs == DecodeOutputs::top_k && (top_k < 1 || top_k > kMaxTopK))
+        fail("decode: top_k ", top_k, " is out of range [1, ", kMaxTopK, "] for DecodeOutputs::top_k");
+    if (outputs == DecodeOutputs::top_k && !backend_->has_topk_rows())
+        fail("decode: this backend does not return top-k candidates (a CUDA build without HF2Q_CUDA_TOPK); "
+             "decode with DecodeOutputs::logits");
+    if (outputs != DecodeOutputs::top_k && top_k != 0)
+        fail("decode: top_k ", top_k, " given without DecodeOutputs::top_k");
     validate(batch);
     // The full-attention group keeps every block: check the whole batch fits before
     // any micro-batch writes (sliding groups are sized to always fit one).
@@ -383,6 +413,7 @@ void ContextImpl::decode(const std::vector<BatchToken>& batch, DecodeOutputs out
     Result& r = results_[cur_];
     r = Result{};
     r.mode = outputs;
+    r.k = top_k;
     if (outputs == DecodeOutputs::argmax) r.feed_row.assign(sz(opts_.n_seq_max), -1);
     try {
         for (size_t b = 0; b < batch.size(); b += sz(opts_.n_ubatch)) {
@@ -398,7 +429,8 @@ void ContextImpl::decode(const std::vector<BatchToken>& batch, DecodeOutputs out
 const float* ContextImpl::logits(int32_t i) const {
     const Result& r = results_[cur_];
     if (r.mode != DecodeOutputs::logits)
-        fail("logits: the last decode returned argmax ids, not logits (decode with DecodeOutputs::logits)");
+        fail("logits: the last decode returned argmax ids or top-k candidates, not logits (decode with "
+             "DecodeOutputs::logits)");
     if (i < 0 || i >= r.n_outputs) fail("logits index ", i, " out of range [0, ", r.n_outputs, ")");
     return logits_ + static_cast<size_t>(i) * sz(n_vocab());
 }
@@ -438,6 +470,29 @@ int32_t ContextImpl::argmax(int32_t i, int32_t decodes_back) const {
     return id;
 }
 
+// The codes of ops::topk_rows become the errors the sampler's top-k stage throws for
+// the same logits.
+std::span<const TopLogit> ContextImpl::top_k(int32_t i) const {
+    const Result& r = results_[cur_];
+    if (r.mode != DecodeOutputs::top_k)
+        fail("top_k: the last decode returned logits, argmax ids or nothing, not top-k candidates (decode with "
+             "DecodeOutputs::top_k)");
+    if (i < 0 || i >= r.n_outputs) fail("top_k index ", i, " out of range [0, ", r.n_outputs, ")");
+    const int32_t st = r.top_status[sz(i)];
+    switch (st) {
+        case ops::kArgmaxNaN:
+            fail("top_k: the logits of output ", i, " hold a NaN");
+        case ops::kArgmaxPosInf:
+            fail("top_k: the logits of output ", i, " hold +inf");
+        case ops::kArgmaxAllNegInf:
+            fail("top_k: every logit of output ", i, " is -inf (all banned)");
+        default:
+            break;
+    }
+    HF2Q_ASSERT(st >= 1 && st <= r.k);
+    return {r.top.data() + r.top_begin[sz(i)], static_cast<size_t>(st)};
+}
+
 }  // namespace hf2q::runtime
 
 namespace hf2q {
@@ -449,9 +504,11 @@ std::unique_ptr<Context> Context::create(const Model& model, const ContextOption
 }
 
 Context::~Context() = default;
-void Context::decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs) {
-    impl_->decode(batch, outputs);
+void Context::decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs, int32_t top_k) {
+    impl_->decode(batch, outputs, top_k);
 }
+std::span<const TopLogit> Context::top_k(int32_t i) const { return impl_->top_k(i); }
+bool Context::has_top_k() const { return impl_->has_top_k(); }
 const float* Context::logits(int32_t i) const { return impl_->logits(i); }
 int32_t Context::argmax(int32_t i, int32_t decodes_back) const { return impl_->argmax(i, decodes_back); }
 int32_t Context::n_outputs() const { return impl_->n_outputs(); }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "hf2q/engine.h"
@@ -22,9 +23,11 @@ public:
     ContextImpl(const ContextImpl&) = delete;
     ContextImpl& operator=(const ContextImpl&) = delete;
 
-    void decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs);
+    void decode(const std::vector<BatchToken>& batch, DecodeOutputs outputs, int32_t top_k);
     const float* logits(int32_t i) const;
     int32_t argmax(int32_t i, int32_t decodes_back) const;
+    std::span<const TopLogit> top_k(int32_t i) const;
+    bool has_top_k() const { return backend_->has_topk_rows(); }
     int32_t n_outputs() const { return results_[cur_].n_outputs; }
     int64_t n_vocab() const { return model_.config().n_vocab; }
     const ContextOptions& options() const { return opts_; }
@@ -116,6 +119,15 @@ private:
         // Per sequence the row of Forward's device ids holding its last output of the
         // decode's last micro-batch (what kPreviousArgmax takes), -1 none; argmax only.
         std::vector<int32_t> feed_row;
+        // top_k: k, a micro-batch's rows as the forward pass writes them ([n][k] ids and
+        // values, [n] status), then every output's candidates above -inf in `top`, from
+        // top_begin[i], top_status[i] of them (or an ops::kArgmax* code).
+        int32_t k = 0;
+        std::vector<int32_t> head_ids, head_status;
+        std::vector<float> head_values;
+        std::vector<TopLogit> top;
+        std::vector<size_t> top_begin;
+        std::vector<int32_t> top_status;
     };
     mutable Result results_[2];
     int cur_ = 0;  // results_[cur_]: the last decode; results_[cur_ ^ 1]: the one before

@@ -89,7 +89,8 @@ int32_t Generator::reuse_prefix(const std::vector<int32_t>& prompt) {
 }
 
 int32_t Generator::prefill(const std::vector<int32_t>& prompt, const GenerationParams& params,
-                           const GenerationCallbacks& cb, GenerationResult& result, DecodeOutputs outputs) {
+                           const GenerationCallbacks& cb, GenerationResult& result, DecodeOutputs outputs,
+                           int32_t top_k) {
     const int32_t first = reuse_prefix(prompt);
     std::vector<BatchToken> batch;
     batch.reserve(prompt.size() - static_cast<size_t>(first));
@@ -97,7 +98,7 @@ int32_t Generator::prefill(const std::vector<int32_t>& prompt, const GenerationP
         batch.push_back({prompt[i], seq_, static_cast<int32_t>(i),
                          params.all_prompt_logits || i + 1 == prompt.size()});
     const auto t0 = Clock::now();
-    ctx_.decode(batch, outputs);
+    ctx_.decode(batch, outputs, outputs == DecodeOutputs::top_k ? top_k : 0);
     result.prompt_seconds = seconds_since(t0);
     cached_.insert(cached_.end(), prompt.begin() + first, prompt.end());
     result.n_prompt_cached = first;
@@ -109,17 +110,19 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
                                      const GenerationParams& params,
                                      const GenerationCallbacks& cb) {
     check_request(ctx_, tok_, prompt, params, cb.on_content || cb.on_reasoning || cb.on_tool_call, "generate");
-    SequenceOutput out(tok_, params, cb, prompt);
+    SequenceOutput out(tok_, params, cb, prompt, ctx_.has_top_k());
     GenerationResult& result = out.result();
     const int32_t n_ctx = ctx_.options().n_ctx;
 
     // A greedy sampler is the argmax of the logits: it runs on the device and only the
-    // ids come back. The prefill returns logits where a callback may read them.
+    // ids come back; a top-k sampler gets its candidates from the device. The prefill
+    // returns logits where a callback may read them.
     const DecodeOutputs step_outputs = out.step_outputs();
     DecodeOutputs outputs =
         cb.on_prefill || params.all_prompt_logits ? DecodeOutputs::logits : step_outputs;
 
-    int32_t pos = prefill(prompt, params, cb, result, outputs);
+    const int32_t step_k = out.step_top_k();  // with DecodeOutputs::top_k
+    int32_t pos = prefill(prompt, params, cb, result, outputs, step_k);
     const auto t0 = Clock::now();
 
     std::optional<FinishReason> reason;
@@ -150,7 +153,7 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
         reason = out.push(token, pos >= n_ctx);
         if (reason) break;  // drop truncates a queued step
         drop.armed = false;
-        if (!ahead) ctx_.decode({{token, seq_, pos, true}}, step_outputs);
+        if (!ahead) ctx_.decode({{token, seq_, pos, true}}, step_outputs, step_k);
         outputs = step_outputs;
         cached_.push_back(token);
         ++pos;

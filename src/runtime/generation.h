@@ -12,7 +12,10 @@
 //
 // A greedy sampler (runtime::is_greedy) decodes with DecodeOutputs::argmax: the argmax
 // is computed on the device and only the token id comes back (the prefill too, unless
-// on_prefill or all_prompt_logits ask for its logits). Greedy steps are pipelined
+// on_prefill or all_prompt_logits ask for its logits). A top-k sampler without
+// penalties or bias (runtime::device_top_k) decodes with DecodeOutputs::top_k: only
+// the k candidates come back, and the host draws from them the token it would draw
+// from the logits. Greedy steps are pipelined
 // (GenerationParams::pipeline): each is queued, fed the previous step's id on the
 // device, before the host reads that id.
 //
@@ -101,7 +104,7 @@ class Generator {
   private:
     int32_t prefill(const std::vector<int32_t>& prompt, const GenerationParams& params,
                     const GenerationCallbacks& callbacks, GenerationResult& result,
-                    DecodeOutputs outputs);
+                    DecodeOutputs outputs, int32_t top_k);
     int32_t reuse_prefix(const std::vector<int32_t>& prompt);
 
     Context& ctx_;

@@ -84,6 +84,8 @@ std::string ProfilingBackend::key_name(const Key& k) {
             return "feed_tokens";
         case Op::argmax_rows:
             return "argmax_rows";
+        case Op::topk_rows:
+            return "topk_rows";
         case Op::add:
             return "add";
         case Op::scale:
@@ -187,6 +189,10 @@ void ProfilingBackend::feed_tokens(const ops::FeedTokensParams& p) {
 }
 void ProfilingBackend::argmax_rows(const ops::ArgmaxRowsParams& p) {
     timed({Op::argmax_rows}, [&] { inner_->argmax_rows(p); });
+}
+
+void ProfilingBackend::topk_rows(const ops::TopkRowsParams& p) {
+    timed({Op::topk_rows}, [&] { inner_->topk_rows(p); });
 }
 
 void ProfilingBackend::add(const float* a, const float* b, float* y, int64_t n) {

@@ -90,6 +90,11 @@ class ProfilingBackend final : public ops::Backend {
     void copy_blocks(const ops::CopyBlocksParams& p) override;
     void feed_tokens(const ops::FeedTokensParams& p) override;
     void argmax_rows(const ops::ArgmaxRowsParams& p) override;
+    void topk_rows(const ops::TopkRowsParams& p) override;
+    bool has_topk_rows() const override { return inner_->has_topk_rows(); }
+    size_t topk_rows_scratch_bytes(int64_t rows, int64_t n) const override {
+        return inner_->topk_rows_scratch_bytes(rows, n);
+    }
 
     void add(const float* a, const float* b, float* y, int64_t n) override;
     void scale(float* x, float s, int64_t n) override;
@@ -122,6 +127,7 @@ class ProfilingBackend final : public ops::Backend {
         copy_blocks,
         feed_tokens,
         argmax_rows,
+        topk_rows,
         add,
         scale,
         mul,

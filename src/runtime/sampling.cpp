@@ -83,6 +83,13 @@ bool is_greedy(const SamplerParams& p) {
     return (p.temperature == 0.0f || p.top_k == 1) && !penalties && p.logit_bias.empty();
 }
 
+int32_t device_top_k(const SamplerParams& p) {
+    const bool penalties = p.penalty_last_n != 0 && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
+                                                     p.frequency_penalty != 0.0f);
+    const bool top_k_only = p.temperature > 0.0f && p.top_k >= 1 && p.top_k <= kMaxTopK;
+    return top_k_only && !penalties && p.logit_bias.empty() ? p.top_k : 0;
+}
+
 void Rng::reseed(uint64_t seed) {
     // splitmix64 expands one word into a well-mixed, never all-zero state.
     uint64_t x = seed;
@@ -331,6 +338,22 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
     } else {
         init_candidates(src, n_vocab, candidates_);
     }
+    top_p(candidates_, params_.top_p);
+    min_p(candidates_, params_.min_p);
+    apply_temperature(candidates_, params_.temperature);
+    return sample_softmax(candidates_, rng_, weights_);
+}
+
+// sample() without penalties and bias (device_top_k) runs init_candidates_top_k and
+// then these stages: the candidates are that stage's output, computed elsewhere.
+int32_t Sampler::sample_top(std::span<const TopLogit> top) {
+    const int32_t k = device_top_k(params_);
+    if (k == 0) fail("sampler: sample_top needs a top-k sampler without penalties or bias (device_top_k)");
+    if (top.empty() || top.size() > static_cast<size_t>(k))
+        fail("sampler: sample_top got ", top.size(), " candidates for top_k ", k);
+    candidates_.data.clear();
+    for (const TopLogit& t : top) candidates_.data.push_back({t.id, t.logit});
+    candidates_.sorted = true;
     top_p(candidates_, params_.top_p);
     min_p(candidates_, params_.min_p);
     apply_temperature(candidates_, params_.temperature);

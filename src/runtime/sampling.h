@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "hf2q/engine.h"
+
 namespace hf2q::runtime {
 
 // Request-level sampling parameters. Defaults switch every stage off except
@@ -42,6 +44,13 @@ void validate(const SamplerParams& params);
 // stage that changes logits first (no active penalty, no logit bias). Such a sampler
 // may be replaced by the argmax computed on the device (DecodeOutputs::argmax).
 bool is_greedy(const SamplerParams& params);
+
+// The k for which a row's top-k candidates (DecodeOutputs::top_k, computed on the
+// device) are all Sampler::sample() reads of that row, or 0 where it needs the whole
+// row: temperature above 0, top_k in [1, kMaxTopK], no active penalty and no logit
+// bias (the stages that change logits before top-k). Then Sampler::sample_top() on
+// those candidates returns what sample() returns on the logits.
+int32_t device_top_k(const SamplerParams& params);
 
 // One candidate token of the distribution being filtered.
 struct TokenLogit {
@@ -122,6 +131,11 @@ class Sampler {
 
     // Picks the next token from logits[0..n_vocab). Does not record it: call accept().
     int32_t sample(const float* logits, int64_t n_vocab);
+    // The same pick from a row's top-k candidates, as Context::top_k returns them for
+    // k = device_top_k(params()) (non-zero): the k largest logits above -inf, largest
+    // first, the lower id first among equal logits (the row's error cases are
+    // Context::top_k's to report). Runs top-p, min-p, temperature and the draw on them.
+    int32_t sample_top(std::span<const TopLogit> top);
 
     // Records a token (prompt or generated) in the penalty history.
     void accept(int32_t token);

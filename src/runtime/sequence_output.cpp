@@ -1,6 +1,8 @@
 #include "runtime/sequence_output.h"
 
+#include <algorithm>
 #include <limits>
+#include <span>
 
 #include "core/error.h"
 
@@ -85,12 +87,15 @@ void check_request(const Context& ctx, const tokenizer::Tokenizer* tok, const st
 }
 
 SequenceOutput::SequenceOutput(const tokenizer::Tokenizer* tok, const GenerationParams& params,
-                               GenerationCallbacks cb, const std::vector<int32_t>& prompt)
+                               GenerationCallbacks cb, const std::vector<int32_t>& prompt, bool backend_top_k)
     : tok_(tok),
       params_(params),
       cb_(std::move(cb)),
       sampler_(sampler_params(params, tok)),  // validates
-      step_outputs_(is_greedy(sampler_.params()) ? DecodeOutputs::argmax : DecodeOutputs::logits) {
+      step_outputs_(is_greedy(sampler_.params())                        ? DecodeOutputs::argmax
+                    : backend_top_k && device_top_k(sampler_.params()) ? DecodeOutputs::top_k
+                                                                       : DecodeOutputs::logits),
+      step_top_k_(step_outputs_ == DecodeOutputs::top_k ? device_top_k(sampler_.params()) : 0) {
     for (int32_t t : prompt) sampler_.accept(t);
     result_.n_prompt = static_cast<int32_t>(prompt.size());
     if (tok_) text_.emplace(*tok_, params_, cb_, result_);
@@ -102,6 +107,12 @@ int32_t SequenceOutput::pick(const Context& ctx, int32_t i, DecodeOutputs output
             return ctx.argmax(i);
         case DecodeOutputs::logits:
             return sampler_.sample(ctx.logits(i), ctx.n_vocab());
+        case DecodeOutputs::top_k: {
+            const std::span<const TopLogit> top = ctx.top_k(i);
+            if (step_outputs_ == DecodeOutputs::argmax) return top.front().id;  // the lowest id of the largest
+            HF2Q_ASSERT(step_outputs_ == DecodeOutputs::top_k);
+            return sampler_.sample_top(top.first(std::min(top.size(), static_cast<size_t>(step_top_k_))));
+        }
     }
     fail("generate: unknown decode output kind");
 }

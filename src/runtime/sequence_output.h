@@ -54,16 +54,20 @@ void check_request(const Context& ctx, const tokenizer::Tokenizer* tok, const st
 class SequenceOutput {
   public:
     // The sampler starts with the prompt in its history; `tok` may be null (ids only).
+    // `backend_top_k`: the context returns top-k candidates (Context::has_top_k).
     SequenceOutput(const tokenizer::Tokenizer* tok, const GenerationParams& params, GenerationCallbacks cb,
-                   const std::vector<int32_t>& prompt);
+                   const std::vector<int32_t>& prompt, bool backend_top_k);
     SequenceOutput(const SequenceOutput&) = delete;
     SequenceOutput& operator=(const SequenceOutput&) = delete;
 
     // What a decode step returns for this sequence: the device's argmax where the
-    // sampler is greedy (runtime::is_greedy), else the logits.
+    // sampler is greedy (runtime::is_greedy), its top-k candidates where those are all
+    // it reads (runtime::device_top_k: step_top_k() of them), else the logits.
     DecodeOutputs step_outputs() const { return step_outputs_; }
-    // The next token from a decode's output i of this sequence, taken as step_outputs()
-    // says (`outputs` is what that decode returned).
+    int32_t step_top_k() const { return step_top_k_; }
+    // The next token from a decode's output i of this sequence. `outputs` is what that
+    // decode returned: step_outputs(), or logits (any sampler), or top_k with at least
+    // step_top_k() candidates (a greedy sampler takes the first).
     int32_t pick(const Context& ctx, int32_t i, DecodeOutputs outputs);
 
     // Records a generated token; returns how generation ends if it does: at an EOG
@@ -84,6 +88,7 @@ class SequenceOutput {
     GenerationResult result_;
     Sampler sampler_;
     DecodeOutputs step_outputs_;
+    int32_t step_top_k_ = 0;
     std::optional<TextStream> text_;
 };
 

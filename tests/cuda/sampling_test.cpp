@@ -1,4 +1,5 @@
-// CUDA argmax_rows (src/backends/cuda/sampling.cu) against the CPU reference and the
+// CUDA argmax_rows and topk_rows (src/backends/cuda/sampling.cu) against the CPU
+// reference and the
 // documented contract (ops/sampling.h) over a grid of row lengths (1 to 262,147, odd
 // and multiples of 4), row strides (packed, odd, 16-byte aligned) and start offsets
 // (rows starting off a 16-byte boundary exercise the kernel's scalar head), with every
@@ -18,6 +19,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "ops/argmax_rows_util.h"
+#include "ops/topk_rows_util.h"
 #include "runtime/backend_factory.h"
 
 using namespace hf2q;
@@ -172,6 +174,97 @@ TEST_F(CudaSampling, ArgmaxRowsZeroRowsAndBadParams) {
     gpu->synchronize();
 }
 
+// topk_rows on the device: rows of every kind (ties, signed zeros, -inf, NaN, +inf,
+// subnormals) at lengths within one segment of 2,048 values, across two and three
+// segments, and Gemma 4's vocabulary (64 rows: a batched decode step), with strides
+// and offsets, k from 1 to 256 (1, 2, 3 or more merge levels); every entry and status
+// against the contract (full sort) and the CPU reference. The outputs hold sentinels
+// past the last row.
+namespace {
+void check_topk(ops::Backend& gpu, ops::Backend& cpu, int64_t rows, int64_t n, int64_t stride, int64_t offset,
+                int32_t k, uint64_t seed) {
+    const Rows x = make_rows(rows, n, stride, offset, seed);
+    const size_t entries = static_cast<size_t>(rows * k);
+    std::vector<int32_t> ids(entries + 1, kUntouched), status(static_cast<size_t>(rows) + 1, kUntouched);
+    std::vector<float> values(entries + 1, 7.0f);
+    float* dx = gpu.alloc_array<float>(x.buf.size());
+    gpu.upload(dx, x.buf.data(), x.buf.size() * sizeof(float));
+    int32_t* d_ids = gpu.alloc_array<int32_t>(ids.size());
+    float* d_values = gpu.alloc_array<float>(values.size());
+    int32_t* d_status = gpu.alloc_array<int32_t>(status.size());
+    gpu.upload(d_ids, ids.data(), ids.size() * sizeof(int32_t));
+    gpu.upload(d_values, values.data(), values.size() * sizeof(float));
+    gpu.upload(d_status, status.data(), status.size() * sizeof(int32_t));
+    const size_t scratch = gpu.topk_rows_scratch_bytes(rows, n);
+    ops::TopkRowsParams p;
+    p.x = dx + offset;
+    p.stride = stride;
+    p.rows = rows;
+    p.n = n;
+    p.k = k;
+    p.ids = d_ids;
+    p.values = d_values;
+    p.status = d_status;
+    p.scratch = scratch ? gpu.alloc(scratch) : nullptr;
+    gpu.topk_rows(p);
+    gpu.download(ids.data(), d_ids, ids.size() * sizeof(int32_t));
+    gpu.download(values.data(), d_values, values.size() * sizeof(float));
+    gpu.download(status.data(), d_status, status.size() * sizeof(int32_t));
+    EXPECT_EQ(ids.back(), kUntouched) << "wrote past the last row";
+    EXPECT_EQ(values.back(), 7.0f) << "wrote past the last row";
+    EXPECT_EQ(status.back(), kUntouched) << "wrote past the last row";
+    // The CPU reference on the same rows.
+    std::vector<int32_t> ref_ids(entries), ref_status(static_cast<size_t>(rows));
+    std::vector<float> ref_values(entries);
+    ops::TopkRowsParams q = p;
+    q.x = x.buf.data() + offset;
+    q.ids = ref_ids.data();
+    q.values = ref_values.data();
+    q.status = ref_status.data();
+    q.scratch = nullptr;
+    cpu.topk_rows(q);
+    int bad = 0;
+    for (int64_t r = 0; r < rows && bad < 5; ++r) {
+        const ops_test::TopkRow want = ops_test::expected_topk(x.row(r), n, k);
+        const size_t o = static_cast<size_t>(r * k);
+        const bool dev = ops_test::same_topk(want, ids.data() + o, values.data() + o, status[size_t(r)], k);
+        const bool ref = ops_test::same_topk(want, ref_ids.data() + o, ref_values.data() + o, ref_status[size_t(r)], k);
+        if (!dev || !ref) {
+            ++bad;
+            ADD_FAILURE() << "n=" << n << " stride=" << stride << " offset=" << offset << " k=" << k << " row " << r
+                          << " (kind " << r % kKinds << "): device status " << status[size_t(r)] << " first id "
+                          << ids[o] << ", CPU status " << ref_status[size_t(r)] << ", expected status " << want.status
+                          << " first id " << want.ids[0] << (ref ? "" : " (the CPU reference is wrong too)");
+        }
+    }
+    gpu.synchronize();
+}
+}  // namespace
+
+TEST_F(CudaSampling, TopkRowsGrid) {
+    for (int32_t k : {1, 2, 7, 64, 255, 256})
+        for (int64_t n : {1, 3, 31, 256, 2047, 2048, 2049, 4097, 6145})
+            for (int64_t offset : {0, 1})
+                check_topk(*gpu, *cpu, 2 * kKinds, n, n + 3 * offset, offset, k, uint64_t(n * 5 + k + offset));
+}
+
+TEST_F(CudaSampling, TopkRowsFullVocabulary) {
+    for (int32_t k : {1, 40, 64, 256}) check_topk(*gpu, *cpu, 64, 262144, 262144, 0, k, uint64_t(k));
+    check_topk(*gpu, *cpu, 3, 262147, 262151, 1, 64, 3);
+    check_topk(*gpu, *cpu, 2, 1 << 20, 1 << 20, 0, 256, 4);  // 512 segments: three merge levels
+}
+
+TEST_F(CudaSampling, TopkRowsZeroRowsAndBadParams) {
+    ops::TopkRowsParams none;
+    gpu->topk_rows(none);  // rows 0: nothing checked or launched
+    ops::TopkRowsParams p;
+    p.rows = 1;
+    p.n = 16;
+    p.k = 0;
+    EXPECT_THROW(gpu->topk_rows(p), Error);
+    gpu->synchronize();
+}
+
 // Decode shapes, device time per call over back-to-back launches.
 TEST_F(CudaSampling, DISABLED_Perf) {
     for (int64_t rows : {1, 8, 64}) {
@@ -198,5 +291,26 @@ TEST_F(CudaSampling, DISABLED_Perf) {
         const double gbs = static_cast<double>(rows * n) * sizeof(float) / (us * 1e3);
         std::printf("[ perf ] argmax_rows %lld x %lld: %.1f us (%.0f GB/s)\n",
                     static_cast<long long>(rows), static_cast<long long>(n), us, gbs);
+        for (int32_t k : {40, 64, 256}) {
+            std::vector<int32_t> ids(static_cast<size_t>(rows * k)), status(static_cast<size_t>(rows));
+            ops::TopkRowsParams t;
+            t.x = dx;
+            t.rows = rows;
+            t.n = n;
+            t.k = k;
+            t.ids = gpu->alloc_array<int32_t>(ids.size());
+            t.values = gpu->alloc_array<float>(ids.size());
+            t.status = gpu->alloc_array<int32_t>(status.size());
+            t.scratch = gpu->alloc(gpu->topk_rows_scratch_bytes(rows, n));
+            for (int i = 0; i < 10; ++i) gpu->topk_rows(t);
+            gpu->synchronize();
+            const auto t1 = std::chrono::steady_clock::now();
+            for (int i = 0; i < iters; ++i) gpu->topk_rows(t);
+            gpu->synchronize();
+            const double tus =
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count() / iters;
+            std::printf("[ perf ] topk_rows %lld x %lld, k %d: %.1f us\n", static_cast<long long>(rows),
+                        static_cast<long long>(n), k, tus);
+        }
     }
 }

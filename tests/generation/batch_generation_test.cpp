@@ -14,14 +14,17 @@
 #include "core/error.h"
 #include "generation/fixture.h"
 #include "hf2q/engine.h"
+#include "runtime/backend_factory.h"
 
 namespace hf2q::runtime {
 namespace {
 
 using namespace test;
 
-std::unique_ptr<Context> batch_context(int32_t n_seq, int64_t kv_tokens = 0, int32_t n_ctx = 64) {
+std::unique_ptr<Context> batch_context(int32_t n_seq, int64_t kv_tokens = 0, int32_t n_ctx = 64,
+                                       BackendKind backend = BackendKind::cpu) {
     ContextOptions o;
+    o.backend = backend;
     o.n_seq_max = n_seq;
     o.n_ctx = n_ctx;
     o.kv_block_size = 4;
@@ -104,8 +107,10 @@ TEST(BatchGeneration, GreedyRequestsGetWhatTheyGetAlone) {
     }
 }
 
-// Sampled requests, each with its own seed, beside greedy ones: the steps return
-// logits, and every request still gets its tokens alone, at 1 and 8 sequences.
+// Sampled requests, each with its own seed, beside greedy ones: top-k samplers (the
+// steps return each output's 40 candidates, DecodeOutputs::top_k) and one with a
+// repeat penalty (its steps return logits); every request still gets its tokens
+// alone, at 1 and 8 sequences.
 TEST(BatchGeneration, SampledRequestsDoNotDependOnTheirNeighbours) {
     std::vector<BatchRequest> reqs = requests(greedy(10));
     for (size_t i = 0; i < reqs.size(); i += 2) {
@@ -113,6 +118,9 @@ TEST(BatchGeneration, SampledRequestsDoNotDependOnTheirNeighbours) {
         reqs[i].params.sampler.top_k = 40;
         reqs[i].params.sampler.seed = 100 + i;
     }
+    reqs[4].params.sampler.repeat_penalty = 1.3f;
+    ASSERT_EQ(device_top_k(reqs[0].params.sampler), 40);
+    ASSERT_EQ(device_top_k(reqs[4].params.sampler), 0);
     for (const int32_t n_parallel : {1, 8}) {
         auto ctx = batch_context(n_parallel);
         BatchGenerator gen(*ctx, nullptr);
@@ -236,6 +244,31 @@ TEST(BatchGeneration, RejectsBadInputAndCleansUp) {
     const auto again = gen.run({ok, ok}, {});
     EXPECT_EQ(again[1].tokens, alone(ok, nullptr).tokens);
     EXPECT_TRUE(gen.run({}, {}).empty());
+}
+
+// On the GPU: the fixture's prompts twice over, 8 at once in steps of 5 tokens (mixed
+// prefill and decode batches of up to 13 tokens), greedy: every request's confident
+// steps equal transformers' greedy tokens, as the one-sequence generator's do
+// (Generation.GreedyMatchesTransformersReference). (Past them a near-tie may go either
+// way: batches of other sizes take other products on the GPU.)
+TEST(BatchGeneration, OnCudaRequestsMatchTransformersGreedy) {
+    if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    std::vector<BatchRequest> reqs;
+    for (int copy = 0; copy < 2; ++copy)
+        for (const Reference& r : fixture().prompts) reqs.push_back({r.ids, greedy(12)});
+    auto ctx = batch_context(8, 0, 64, BackendKind::cuda);
+    BatchGenerator gen(*ctx, nullptr);
+    const std::vector<GenerationResult> got = gen.run(reqs, {8, 5});
+    EXPECT_EQ(gen.stats().max_running, 8);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        const Reference& r = fixture().prompts[i % fixture().prompts.size()];
+        const size_t n = confident_steps(r);
+        ASSERT_EQ(got[i].tokens.size(), 12u) << "request " << i;
+        EXPECT_EQ(std::vector<int32_t>(got[i].tokens.begin(), got[i].tokens.begin() + static_cast<std::ptrdiff_t>(n)),
+                  std::vector<int32_t>(r.greedy.begin(), r.greedy.begin() + static_cast<std::ptrdiff_t>(n)))
+            << "request " << i;
+    }
+    for (int32_t s = 0; s < 8; ++s) EXPECT_EQ(ctx->seq_length(s), 0);
 }
 
 }  // namespace

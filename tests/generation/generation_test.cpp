@@ -91,6 +91,49 @@ TEST(Generation, DeviceArgmaxGivesTheHostSamplersTokens) {
     }
 }
 
+// A top-k sampler without penalties or bias decodes with DecodeOutputs::top_k (only
+// its k candidates come back) and draws the tokens and text the logits path draws,
+// with the same seed: there a zero logit bias keeps the whole row on the host
+// (device_top_k is 0) without changing any logit. Covers k 1 .. 256, top-p and min-p.
+TEST(Generation, TopKSamplerDrawsFromTheDevicesCandidates) {
+    const tokenizer::Tokenizer tok = test_tokenizer();
+    struct Case {
+        int32_t k;
+        float t, top_p, min_p;
+    };
+    for (const Case& c : {Case{40, 1.0f, 0.95f, 0.0f}, Case{2, 0.8f, 1.0f, 0.0f}, Case{256, 1.3f, 0.9f, 0.05f}}) {
+        for (const Reference& r : fixture().prompts) {
+            GenerationParams top = greedy(10);
+            top.sampler.temperature = c.t;
+            top.sampler.top_k = c.k;
+            top.sampler.top_p = c.top_p;
+            top.sampler.min_p = c.min_p;
+            top.sampler.seed = 5;
+            GenerationParams host = top;
+            host.sampler.logit_bias[5] = 0.0f;
+            ASSERT_EQ(device_top_k(top.sampler), c.k);
+            ASSERT_EQ(device_top_k(host.sampler), 0);
+            auto run = [&](const GenerationParams& p, DecodeOutputs want) {
+                auto ctx = make_context();
+                Generator gen(*ctx, &tok);
+                GenerationResult res = gen.generate(r.ids, p);
+                if (want == DecodeOutputs::top_k) {
+                    EXPECT_NO_THROW(ctx->top_k(0)) << "the steps return top-k candidates";
+                    EXPECT_LE(ctx->top_k(0).size(), static_cast<size_t>(c.k));
+                    EXPECT_THROW(ctx->logits(0), Error);
+                } else {
+                    EXPECT_THROW(ctx->top_k(0), Error);
+                }
+                return res;
+            };
+            const GenerationResult want = run(host, DecodeOutputs::logits);
+            const GenerationResult got = run(top, DecodeOutputs::top_k);
+            EXPECT_EQ(got.tokens, want.tokens) << "k " << c.k << ", prompt of " << r.ids.size() << " tokens";
+            EXPECT_EQ(got.text, want.text);
+        }
+    }
+}
+
 // Pipelined greedy steps (each queued before the host reads the previous step's id,
 // which it takes on the device) give what one step at a time gives: tokens, text,
 // finish reason, and the cache afterwards, with the step that was queued past an

@@ -6,6 +6,7 @@
 // graph recorded for one kind replayed for the other would return stale results.
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,84 @@ TEST_P(DecodeArgmax, NoOutputsAndBadKind) {
     EXPECT_THROW(ctx->decode({{fx.prompts[1].ids[1], 0, 1, true}}, static_cast<DecodeOutputs>(7)),
                  Error);
     EXPECT_EQ(ctx->seq_length(0), 1) << "a refused decode writes nothing";
+}
+
+// DecodeOutputs::top_k: each output's candidates equal the sampler's top-k stage
+// (runtime::init_candidates_top_k) on the logits the same batch returns in logits
+// mode, ids and values bit for bit, for micro-batches of 16 or one, the prompts and
+// then steps of one token a sequence, k 1, then 7, then 256 in the same context
+// (graphs on CUDA: eager, recorded, replayed; a top_k graph must not serve another k
+// or kind, and the kinds alternate on the same batch shape).
+void expect_top_k_equals_logits_top_k(const Fixture& fx, ContextOptions o, int32_t n_ubatch) {
+    const auto P = static_cast<int32_t>(fx.prompts.size());
+    o.n_seq_max = 2 * P;
+    o.n_ubatch = n_ubatch;
+    auto ctx = Context::create(*fx.model, o);
+    std::vector<BatchToken> a = prompt_batch(fx, 0), b = prompt_batch(fx, P);
+    for (const int32_t k : {1, 7, kMaxTopK}) {  // one context: k's graphs beside the others'
+        for (int step = 0; step <= kSteps; ++step) {
+            ctx->decode(a, DecodeOutputs::logits);
+            std::vector<runtime::Candidates> want(static_cast<size_t>(ctx->n_outputs()));
+            for (int32_t i = 0; i < ctx->n_outputs(); ++i)
+                runtime::init_candidates_top_k(ctx->logits(i), ctx->n_vocab(), k, want[static_cast<size_t>(i)]);
+            EXPECT_THROW(ctx->top_k(0), Error) << "top_k after a logits decode";
+            ctx->decode(b, DecodeOutputs::top_k, k);
+            EXPECT_THROW(ctx->logits(0), Error) << "logits after a top_k decode";
+            EXPECT_THROW(ctx->argmax(0), Error) << "argmax after a top_k decode";
+            ASSERT_EQ(ctx->n_outputs(), static_cast<int32_t>(want.size()));
+            EXPECT_THROW(ctx->top_k(ctx->n_outputs()), Error);
+            std::vector<int32_t> last(static_cast<size_t>(P));  // each pair's last top candidate
+            for (int32_t i = 0; i < ctx->n_outputs(); ++i) {
+                const std::span<const TopLogit> got = ctx->top_k(i);
+                const auto& w = want[static_cast<size_t>(i)].data;
+                const std::string where =
+                    "step " + std::to_string(step) + " k " + std::to_string(k) + " output " + std::to_string(i);
+                ASSERT_EQ(got.size(), w.size()) << where;
+                for (size_t t = 0; t < w.size(); ++t) {
+                    EXPECT_EQ(got[t].id, w[t].id) << where << " entry " << t;
+                    EXPECT_EQ(got[t].logit, w[t].logit) << where << " entry " << t;
+                }
+                last[static_cast<size_t>(b[static_cast<size_t>(i)].seq - P)] = got[0].id;
+            }
+            a.clear();
+            b.clear();
+            for (int32_t s = 0; s < P; ++s) {
+                a.push_back({last[static_cast<size_t>(s)], s, ctx->seq_length(s), true});
+                b.push_back({last[static_cast<size_t>(s)], P + s, ctx->seq_length(P + s), true});
+            }
+        }
+    }
+}
+
+TEST_P(DecodeArgmax, TopKEqualsTheSamplersTopKOnCpu) {
+    for (int32_t ub : {16, 512}) expect_top_k_equals_logits_top_k(*fixture(GetParam()), small_context(), ub);
+}
+
+TEST_P(DecodeArgmax, TopKEqualsTheSamplersTopKOnCuda) {
+    if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    ContextOptions o = small_context();
+    o.backend = BackendKind::cuda;
+    if (!Context::create(*fixture(GetParam())->model, o)->has_top_k())
+        GTEST_SKIP() << "the engine takes no top-k candidates from CUDA in this build (-DHF2Q_CUDA_TOPK=1)";
+    for (int32_t ub : {16, 512}) expect_top_k_equals_logits_top_k(*fixture(GetParam()), o, ub);
+}
+
+// top_k goes with DecodeOutputs::top_k only, within [1, kMaxTopK]; a refused decode
+// writes nothing.
+TEST_P(DecodeArgmax, TopKArgumentRules) {
+    const Fixture& fx = *fixture(GetParam());
+    auto ctx = Context::create(*fx.model, small_context(1));
+    EXPECT_TRUE(ctx->has_top_k()) << "the CPU backend returns top-k candidates";
+    const int32_t tok = fx.prompts[1].ids[0];
+    EXPECT_THROW(ctx->decode({{tok, 0, 0, true}}, DecodeOutputs::top_k, 0), Error);
+    EXPECT_THROW(ctx->decode({{tok, 0, 0, true}}, DecodeOutputs::top_k, kMaxTopK + 1), Error);
+    EXPECT_THROW(ctx->decode({{tok, 0, 0, true}}, DecodeOutputs::logits, 3), Error);
+    EXPECT_THROW(ctx->decode({{tok, 0, 0, true}}, DecodeOutputs::argmax, 1), Error);
+    EXPECT_EQ(ctx->seq_length(0), 0);
+    ctx->decode({{tok, 0, 0, true}}, DecodeOutputs::top_k, 3);
+    EXPECT_EQ(ctx->top_k(0).size(), 3u);
+    EXPECT_THROW(ctx->decode({{kPreviousArgmax, 0, 1, true}}, DecodeOutputs::argmax), Error)
+        << "kPreviousArgmax after a top_k decode";
 }
 
 INSTANTIATE_TEST_SUITE_P(Gemma4, DecodeArgmax, ::testing::ValuesIn(variants()));

@@ -4,12 +4,14 @@
 // 1 and 3 threads give the same ids; bad parameters are errors.
 #include "runtime/sampling.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "argmax_rows_util.h"
+#include "topk_rows_util.h"
 #include "core/error.h"
 #include "ops_test_util.h"
 
@@ -163,6 +165,152 @@ TEST(ArgmaxRows, BadParamsAreErrors) {
     p = good();
     p.x = reinterpret_cast<const float*>(reinterpret_cast<const char*>(x.data()) + 2);
     expect_error(p, "misaligned input");
+}
+
+}  // namespace hf2q::ops_test
+
+// ---- topk_rows ----------------------------------------------------------------------
+
+namespace hf2q::ops_test {
+namespace {
+
+// Runs topk_rows on the 1- and 3-thread backends (the same results expected).
+struct TopkOut {
+    std::vector<int32_t> ids, status;
+    std::vector<float> values;
+};
+TopkOut run_topk(const std::vector<float>& x, int64_t rows, int64_t n, int64_t stride, int32_t k) {
+    TopkOut got[2];
+    ops::Backend* bes[2] = {backends().one.get(), backends().three.get()};
+    for (int i = 0; i < 2; ++i) {
+        got[i].ids.assign(static_cast<size_t>(rows * k + 1), kUntouched);
+        got[i].values.assign(static_cast<size_t>(rows * k + 1), 7.0f);
+        got[i].status.assign(static_cast<size_t>(rows + 1), kUntouched);
+        ops::TopkRowsParams p;
+        p.x = x.data();
+        p.stride = stride;
+        p.rows = rows;
+        p.n = n;
+        p.k = k;
+        p.ids = got[i].ids.data();
+        p.values = got[i].values.data();
+        p.status = got[i].status.data();
+        bes[i]->topk_rows(p);
+        EXPECT_EQ(got[i].ids.back(), kUntouched) << "wrote past the last row";
+        EXPECT_EQ(got[i].values.back(), 7.0f) << "wrote past the last row";
+        EXPECT_EQ(got[i].status.back(), kUntouched) << "wrote past the last row";
+    }
+    EXPECT_EQ(got[0].ids, got[1].ids) << "1-thread and 3-thread results differ";
+    EXPECT_EQ(got[0].status, got[1].status);
+    return got[0];
+}
+
+// The sampler's own top-k stage on the same row, its errors as codes.
+TopkRow sampler_topk(const float* x, int64_t n, int32_t k) {
+    TopkRow r;
+    runtime::Candidates c;
+    try {
+        runtime::init_candidates_top_k(x, n, k, c);
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        r.status = m.find("NaN") != std::string::npos    ? ops::kArgmaxNaN
+                   : m.find("+inf") != std::string::npos ? ops::kArgmaxPosInf
+                                                         : ops::kArgmaxAllNegInf;
+        return r;
+    }
+    r.status = static_cast<int32_t>(c.data.size());
+    for (int32_t t = 0; t < k; ++t) {
+        const bool ok = static_cast<size_t>(t) < c.data.size();
+        r.ids.push_back(ok ? c.data[static_cast<size_t>(t)].id : -1);
+        r.values.push_back(ok ? c.data[static_cast<size_t>(t)].logit : -kInf);
+    }
+    return r;
+}
+
+void check_topk_grid(int64_t n, int64_t stride, int64_t rows, int32_t k, uint64_t seed) {
+    const auto x = make_rows(rows, n, stride, seed);
+    const TopkOut got = run_topk(x, rows, n, stride, k);
+    const int64_t s = stride ? stride : n;
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * s;
+        const int32_t* ids = got.ids.data() + r * k;
+        const float* values = got.values.data() + r * k;
+        const int32_t st = got.status[size_t(r)];
+        const std::string where = "n=" + std::to_string(n) + " stride=" + std::to_string(stride) +
+                                  " k=" + std::to_string(k) + " row " + std::to_string(r) + " kind " +
+                                  std::to_string(r % static_cast<int64_t>(RowKind::count));
+        ASSERT_TRUE(same_topk(expected_topk(row, n, k), ids, values, st, k)) << where;
+        const TopkRow sampler = sampler_topk(row, n, k);
+        // Both fail on the same rows (the sampler names the first bad value it meets,
+        // the op a NaN before +inf) and agree on the rest.
+        ASSERT_EQ(st < 0, sampler.status < 0) << where;
+        if (st > 0) {
+            ASSERT_EQ(st, sampler.status) << where;
+            ASSERT_EQ(std::vector<int32_t>(ids, ids + k), sampler.ids) << where;
+        }
+    }
+}
+
+}  // namespace
+
+// Every row kind (ties, signed zeros, -inf, NaN, +inf, subnormals) at lengths below,
+// at and above k, with row strides, for k = 1 .. 256: the full-sort answer and the
+// sampler's own top-k stage, whose candidates the op stands in for.
+TEST(TopkRows, EveryRowKindMatchesContractAndSampler) {
+    const int64_t kinds = static_cast<int64_t>(RowKind::count);
+    for (int32_t k : {1, 2, 5, 40, 64, 256}) {
+        for (int64_t n : {1, 3, 8, 33, 300, 4097}) {
+            for (int64_t stride : {int64_t{0}, n + 3})
+                check_topk_grid(n, stride, 2 * kinds, k, uint64_t(n * 131 + stride + k));
+        }
+    }
+}
+
+TEST(TopkRows, FullVocabularyRows) {
+    for (int32_t k : {64, 256}) check_topk_grid(262144, 0, static_cast<int64_t>(RowKind::count), k, 9);
+}
+
+// The answers are known without any reference.
+TEST(TopkRows, HandWrittenRows) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> x = {3, 1, 3, 2, /**/ -kInf, -2, -kInf, -2, /**/ 1, kInf, 2, nan, /**/ -0.0f, 0.0f, -1, 5};
+    const TopkOut got = run_topk(x, 4, 4, 0, 3);
+    EXPECT_EQ(got.status, (std::vector<int32_t>{3, 2, ops::kArgmaxNaN, 3, kUntouched}));
+    EXPECT_EQ(std::vector<int32_t>(got.ids.begin(), got.ids.begin() + 6), (std::vector<int32_t>{0, 2, 3, 1, 3, -1}));
+    EXPECT_EQ(got.values[5], -kInf);
+    EXPECT_EQ(std::vector<int32_t>(got.ids.begin() + 9, got.ids.begin() + 12), (std::vector<int32_t>{3, 0, 1}));
+    EXPECT_TRUE(std::signbit(got.values[10])) << "-0.0 at index 0 ties +0.0 and comes first, as itself";
+}
+
+TEST(TopkRows, ZeroRowsAndBadParams) {
+    ops::TopkRowsParams none;  // rows 0: nothing is checked or touched
+    backends().three->topk_rows(none);
+    std::vector<float> x(64, 1.0f), values(64);
+    std::vector<int32_t> ids(64), status(4);
+    auto good = [&] {
+        ops::TopkRowsParams p;
+        p.x = x.data();
+        p.rows = 2;
+        p.n = 16;
+        p.k = 4;
+        p.ids = ids.data();
+        p.values = values.data();
+        p.status = status.data();
+        return p;
+    };
+    EXPECT_NO_THROW(backends().three->topk_rows(good()));
+    auto bad = [&](auto change, const char* what) {
+        ops::TopkRowsParams p = good();
+        change(p);
+        EXPECT_THROW(backends().three->topk_rows(p), Error) << what;
+    };
+    bad([](auto& p) { p.k = 0; }, "k 0");
+    bad([](auto& p) { p.k = ops::kTopkMax + 1; }, "k past the bound");
+    bad([](auto& p) { p.n = 0; }, "n 0");
+    bad([](auto& p) { p.rows = -1; }, "negative rows");
+    bad([](auto& p) { p.stride = 8; }, "stride below n");
+    bad([](auto& p) { p.status = nullptr; }, "null status");
+    bad([](auto& p) { p.ids = nullptr; }, "null ids");
 }
 
 }  // namespace hf2q::ops_test

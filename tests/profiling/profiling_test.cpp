@@ -158,6 +158,30 @@ TEST_P(Profiling, ArgmaxDecodeRunsArgmaxRows) {
     EXPECT_EQ(by_name(ctx->op_profile())["argmax_rows"].calls, 1);
 }
 
+// The same for topk_rows (and the scratch it asks the inner backend for): one call per
+// LM-head chunk of a top_k decode, with the candidates the unprofiled context returns.
+TEST_P(Profiling, TopKDecodeRunsTopkRows) {
+    const Fixture& fx = *fixture(GetParam());
+    const auto& ids = fx.prompts[3].ids;
+    std::vector<TopLogit> got[2];
+    for (const bool profile : {false, true}) {
+        ContextOptions o = small_context(1);
+        o.profile_ops = profile;
+        auto ctx = Context::create(*fx.model, o);
+        ctx->decode(prompt_batch(ids), DecodeOutputs::top_k, 5);
+        if (profile) {
+            EXPECT_EQ(by_name(ctx->op_profile())["topk_rows"].calls, 1);
+        }
+        for (int32_t i = 0; i < ctx->n_outputs(); ++i)
+            for (const TopLogit& t : ctx->top_k(i)) got[profile].push_back(t);
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    for (size_t i = 0; i < got[0].size(); ++i) {
+        EXPECT_EQ(got[0][i].id, got[1][i].id);
+        EXPECT_EQ(got[0][i].logit, got[1][i].logit);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Profiling, ::testing::ValuesIn(variants()));
 
 // The profiler reports what its inner backend reports about the input forms its

@@ -491,5 +491,80 @@ TEST(Sampling, TimingLargeVocab) {
     }
 }
 
+// device_top_k: exactly the samplers whose sample() reads only a row's top-k candidates.
+TEST(Sampling, DeviceTopKOnlyForTopKSamplersWithoutPenaltiesOrBias) {
+    SamplerParams p;
+    p.top_k = 64;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    EXPECT_EQ(device_top_k(p), 64);
+    p.top_k = kMaxTopK;
+    EXPECT_EQ(device_top_k(p), kMaxTopK);
+    p.top_k = kMaxTopK + 1;
+    EXPECT_EQ(device_top_k(p), 0) << "more candidates than a decode returns";
+    p.top_k = 0;
+    EXPECT_EQ(device_top_k(p), 0) << "no top-k: every logit is read";
+    p.top_k = 40;
+    p.temperature = 0.0f;
+    EXPECT_EQ(device_top_k(p), 0) << "greedy: the argmax path";
+    p.temperature = 0.8f;
+    p.repeat_penalty = 1.1f;
+    EXPECT_EQ(device_top_k(p), 0) << "penalties change logits before top-k";
+    p.penalty_last_n = 0;
+    EXPECT_EQ(device_top_k(p), 40) << "a window of 0 switches the penalties off";
+    p.logit_bias[3] = 1.0f;
+    EXPECT_EQ(device_top_k(p), 0) << "a bias changes logits before top-k";
+}
+
+// sample_top on a row's top-k candidates (the sampler's own top-k stage computed
+// apart, as a device returns them) draws the token sample() draws from the whole
+// row, draw after draw (the PRNG advances alike), over top-p, min-p and temperature
+// settings, and with fewer candidates than k (most logits -inf).
+TEST(Sampling, SampleTopEqualsSampleOnTheWholeRow) {
+    struct Case {
+        int32_t k;
+        float t, top_p, min_p;
+    };
+    const Case cases[] = {{40, 0.7f, 0.9f, 0.0f}, {64, 1.0f, 0.95f, 0.05f}, {256, 1.5f, 1.0f, 0.0f},
+                          {2, 1.0f, 1.0f, 0.0f},  {17, 0.3f, 0.5f, 0.2f},   {64, 4.0f, 0.99f, 0.0f}};
+    for (const Case& c : cases) {
+        for (uint64_t seed : {1u, 2u, 3u}) {
+            std::vector<float> logits = make_logits(5000, seed, 8.0f);
+            for (size_t i = 0; i < logits.size(); i += 7) logits[i] = std::round(logits[i]);  // ties
+            if (seed == 3)
+                for (size_t i = 0; i < logits.size(); ++i)
+                    if (i % 400 != 0) logits[i] = -kInf;  // 13 finite logits
+            SamplerParams p;
+            p.top_k = c.k;
+            p.temperature = c.t;
+            p.top_p = c.top_p;
+            p.min_p = c.min_p;
+            p.seed = seed * 11;
+            ASSERT_EQ(device_top_k(p), c.k);
+            Candidates top;
+            init_candidates_top_k(logits.data(), static_cast<int64_t>(logits.size()), c.k, top);
+            std::vector<TopLogit> list;
+            for (const TokenLogit& t : top.data) list.push_back({t.id, t.logit});
+            Sampler whole(p), from_top(p);
+            for (int draw = 0; draw < 200; ++draw)
+                ASSERT_EQ(from_top.sample_top(list), whole.sample(logits.data(), static_cast<int64_t>(logits.size())))
+                    << "k " << c.k << " seed " << seed << " draw " << draw;
+        }
+    }
+}
+
+TEST(Sampling, SampleTopRejectsOtherSamplersAndLists) {
+    SamplerParams p;
+    p.top_k = 4;
+    Sampler s(p);
+    const std::vector<TopLogit> five = {{1, 5.0f}, {2, 4.0f}, {3, 3.0f}, {4, 2.0f}, {5, 1.0f}};
+    EXPECT_THROW(s.sample_top(five), Error) << "more candidates than top_k";
+    EXPECT_THROW(s.sample_top({}), Error) << "no candidate";
+    EXPECT_NO_THROW(s.sample_top(std::span(five).first(4)));
+    p.top_k = 0;
+    Sampler whole_row(p);
+    EXPECT_THROW(whole_row.sample_top(std::span(five).first(1)), Error) << "a sampler that reads every logit";
+}
+
 }  // namespace
 }  // namespace hf2q::runtime

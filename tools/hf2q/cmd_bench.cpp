@@ -27,7 +27,7 @@ constexpr double kPeakCopyGBs = 4300.0;
 
 struct BenchOptions {
     std::string model, prompts = "512", gens = "128", batches = "", depths = "0", backend = "cpu";
-    int32_t reps = 3, threads = 0, ubatch = 512, n_ctx = 0;
+    int32_t reps = 3, threads = 0, ubatch = 512, n_ctx = 0, top_k = 0;
     bool json = false, profile = false, no_pipeline = false;
     DeviceFlags device;
 };
@@ -120,7 +120,8 @@ ContextOptions context_for(const BenchOptions& o, int32_t n_seq, int32_t n_ctx, 
 // generator feeds step i's ids to step i + 1 on the device, kPreviousArgmax, at the
 // same speed; a bench cannot: a greedy chain on hf2q synth's random weights repeats
 // one token, and every sequence of a batch would route to the same experts.)
-double run_once(Context& ctx, const Test& t, int64_t n_vocab, std::mt19937& rng, bool reset_profile, bool pipeline) {
+double run_once(Context& ctx, const Test& t, int64_t n_vocab, std::mt19937& rng, bool reset_profile, bool pipeline,
+                int32_t top_k) {
     // All slots are cleared: a larger-batch test before this one in the group must
     // not leave sequences holding cache blocks.
     for (int32_t s = 0; s < ctx.options().n_seq_max; ++s) ctx.seq_remove(s);
@@ -144,11 +145,16 @@ double run_once(Context& ctx, const Test& t, int64_t n_vocab, std::mt19937& rng,
     };
     for (int32_t i = 0; i < t.n; ++i) {
         for (int32_t s = 0; s < t.batch; ++s) step[static_cast<size_t>(s)] = {d(rng), s, t.depth + i, true};
+        if (top_k > 0) {  // a top-k sampler's steps: each sequence's candidates, read before the next step
+            ctx.decode(step, DecodeOutputs::top_k, top_k);
+            for (int32_t s = 0; s < t.batch; ++s) check += ctx.top_k(s).front().id;
+            continue;
+        }
         ctx.decode(step, DecodeOutputs::argmax);
         if (!pipeline) read_ids(0);
         else if (i > 0) read_ids(1);
     }
-    if (pipeline) read_ids(0);
+    if (pipeline && top_k == 0) read_ids(0);
     const double secs = now() - t0;
     if (check < 0) fail("bench: a negative token id");  // never: argmax() throws first
     return secs;
@@ -180,13 +186,13 @@ void run_group(const Model& m, const BenchOptions& o, std::vector<Result*> group
     const int64_t V = m.info().n_vocab;
     for (Result* r : group) {
         if (profile) {
-            run_once(*ctx, r->spec, V, rng, false, !o.no_pipeline);  // warm-up
-            r->profile_secs = run_once(*ctx, r->spec, V, rng, true, !o.no_pipeline);
+            run_once(*ctx, r->spec, V, rng, false, !o.no_pipeline, o.top_k);  // warm-up
+            r->profile_secs = run_once(*ctx, r->spec, V, rng, true, !o.no_pipeline, o.top_k);
             r->profile = ctx->op_profile();
             continue;
         }
         for (int32_t rep = -1; rep < o.reps; ++rep) {  // rep -1 warms up
-            const double s = run_once(*ctx, r->spec, V, rng, false, !o.no_pipeline);
+            const double s = run_once(*ctx, r->spec, V, rng, false, !o.no_pipeline, o.top_k);
             if (rep >= 0) r->secs.push_back(s);
         }
     }
@@ -261,8 +267,13 @@ int run_bench(const std::vector<std::string>& args) {
     p.flag("--no-pipeline",
            "generation steps one at a time: the host reads each step's ids before queuing the next",
            &o.no_pipeline);
+    p.option("--top-k", "K",
+             "generation steps return each sequence's K largest logits with their ids, as a top-k sampler's "
+             "steps do (1-256; not pipelined), instead of its argmax (0)",
+             &o.top_k);
     p.flag("--json", "print results as JSON", &o.json);
     if (!p.parse(args)) return 0;
+    if (o.top_k < 0 || o.top_k > kMaxTopK) fail("--top-k ", o.top_k, " is out of range [0, ", kMaxTopK, "]");
     parse_backend(o.backend);  // fail early on a bad name or device flag
     check_device_flags(o.device);
     if (o.reps < 1) fail("--repetitions must be at least 1");
@@ -284,7 +295,7 @@ int run_bench(const std::vector<std::string>& args) {
             for (int32_t d : depths) results.push_back({Test{false, n, b, d}, "", 0, b, {}, 0.0, {}});
     std::vector<Result*> pp_tests, tg_tests;
     for (auto& r : results) {
-        r.test = r.spec.name();
+        r.test = r.spec.name() + (!r.spec.prompt && o.top_k > 0 ? " top-k " + std::to_string(o.top_k) : "");
         r.tokens = r.spec.tokens();
         (r.spec.prompt ? pp_tests : tg_tests).push_back(&r);
     }

@@ -31,6 +31,7 @@ class CpuBackend final : public ops::Backend {
     void copy_blocks(const ops::CopyBlocksParams& p) override { cpu::copy_blocks(ctx_, p); }
     void feed_tokens(const ops::FeedTokensParams& p) override { cpu::feed_tokens(ctx_, p); }
     void argmax_rows(const ops::ArgmaxRowsParams& p) override { cpu::argmax_rows(ctx_, p); }
+    void topk_rows(const ops::TopkRowsParams& p) override { cpu::topk_rows(ctx_, p); }
 
     void add(const float* a, const float* b, float* y, int64_t n) override {
         cpu::add(ctx_, a, b, y, n);

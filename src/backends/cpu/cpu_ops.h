@@ -53,6 +53,7 @@ void kv_store(Context& c, const ops::KvStoreParams& p);
 void copy_blocks(Context& c, const ops::CopyBlocksParams& p);
 void feed_tokens(Context& c, const ops::FeedTokensParams& p);
 void argmax_rows(Context& c, const ops::ArgmaxRowsParams& p);
+void topk_rows(Context& c, const ops::TopkRowsParams& p);
 void add(Context& c, const float* a, const float* b, float* y, int64_t n);
 void scale(Context& c, float* x, float s, int64_t n);
 void mul(Context& c, const float* a, const float* b, float* y, int64_t n);

@@ -14,6 +14,14 @@
 #include "core/checked.h"
 #include "core/progress.h"
 
+// 1 (-DHF2Q_CUDA_TOPK=ON): the engine takes top-k candidates from the device
+// (topk_rows in sampling.cu, DecodeOutputs::top_k); 0 (the default until the kernel has
+// run on a GPU: it was written in session 39 without one): it copies logits and
+// samples on the host as before. Set by src/backends/cuda/CMakeLists.txt.
+#ifndef HF2Q_CUDA_TOPK
+#define HF2Q_CUDA_TOPK 0
+#endif
+
 namespace hf2q::cuda {
 namespace {
 
@@ -384,6 +392,11 @@ public:
         ops::ArgmaxRowsParams q = p;
         if (q.host_out) q.host_out = device_view(q.host_out);
         launch_argmax_rows(q, on_side_ ? ArgmaxWorkspace{} : argmax_ws_, cur_stream());
+    }
+    void topk_rows(const ops::TopkRowsParams& p) override { launch_topk_rows(p, cur_stream()); }
+    bool has_topk_rows() const override { return HF2Q_CUDA_TOPK != 0; }
+    size_t topk_rows_scratch_bytes(int64_t rows, int64_t n) const override {
+        return cuda::topk_rows_scratch_bytes(rows, n);
     }
     void add(const float* a, const float* b, float* y, int64_t n) override { launch_add(a, b, y, n, cur_stream()); }
     void scale(float* x, float s, int64_t n) override { launch_scale(x, s, n, cur_stream()); }

@@ -105,6 +105,9 @@ struct ArgmaxWorkspace {
     int64_t n_part = 0;  // (row, split) entries
 };
 void launch_argmax_rows(const ops::ArgmaxRowsParams& p, const ArgmaxWorkspace& ws, cudaStream_t s);
+// topk_rows (sampling.cu) and the scratch it needs for up to `rows` rows of n values.
+size_t topk_rows_scratch_bytes(int64_t rows, int64_t n);
+void launch_topk_rows(const ops::TopkRowsParams& p, cudaStream_t s);
 
 bool type_supported(GgmlType t);
 

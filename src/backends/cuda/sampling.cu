@@ -1,5 +1,7 @@
 // Sampling ops (ops/sampling.h): the index of each row's largest logit, so a greedy
-// decode step copies one int per output row to the host instead of n_vocab floats.
+// decode step copies one int per output row to the host instead of n_vocab floats,
+// and each row's k largest logits with their indices (topk_rows, at the end), so a
+// top-k sampled step copies k pairs.
 //
 // argmax_rows_kernel: one block per row (blocks stride over rows past the grid);
 // argmax_split_kernel: several blocks per row, for a few long rows (below).
@@ -195,6 +197,146 @@ int threads_for(int64_t n) {
     return static_cast<int>(std::clamp<int64_t>((want + 31) / 32 * 32, 32, kMaxThreads));
 }
 
+// ---- topk_rows ------------------------------------------------------------------------
+// Every value becomes a 64-bit key that orders (value descending, index ascending) as
+// one unsigned integer: the value's bits mapped to an order-preserving uint32 (-0.0 as
+// +0.0, so the two tie as floats do) above 2^32 - 1 - index. NaN and padding are key
+// 0, below every real value (-inf's key is 0x007FFFFF'xxxxxxxx). Keys are unique, so
+// the k largest are one set whatever the order of work, and sorting them gives the
+// host sampler's order exactly.
+//
+// topk_segments_kernel: block (segment, row) sorts the 2,048 keys of its segment
+// (bitonic, in shared memory) and writes its k largest as a list, with a flag word
+// (bit 0: a NaN, bit 1: +inf). topk_merge_kernel: block (group, row) sorts the keys
+// of up to 2,048 / k lists of the level below and writes the group's k largest as one
+// list, its flags OR-ed, until one list a row is left; that last launch writes the
+// ids, values (read back from the row) and status. Deterministic: every level a fixed
+// grouping, no atomics but the count of the final list's real keys.
+constexpr int kTopkThreads = 256;
+constexpr int kTopkKeys = 2048;  // keys a block sorts
+
+__device__ __forceinline__ uint64_t topk_key(float v, int32_t i) {
+    uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return (static_cast<uint64_t>(u) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(i));
+}
+constexpr uint32_t kNegInfOrd = 0x007FFFFFu;  // topk_key's high word of -inf
+
+// The OR of the block's flag words (bits 0 and 1), in every thread.
+__device__ __forceinline__ uint32_t block_flags(uint32_t f) {
+    const uint32_t nan = __syncthreads_or(static_cast<int>(f & 1u)) ? 1u : 0u;
+    return nan | (__syncthreads_or(static_cast<int>(f & 2u)) ? 2u : 0u);
+}
+
+// Sorts the block's kTopkKeys keys in s into descending order.
+__device__ void bitonic_desc(uint64_t* s) {
+    for (int size = 2; size <= kTopkKeys; size <<= 1) {
+        for (int stride = size / 2; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (int t = static_cast<int>(threadIdx.x); t < kTopkKeys / 2; t += kTopkThreads) {
+                const int i = 2 * t - (t & (stride - 1)), j = i + stride;
+                const bool desc = (i & size) == 0;
+                const uint64_t a = s[i], b = s[j];
+                if ((a < b) == desc) {
+                    s[i] = b;
+                    s[j] = a;
+                }
+            }
+        }
+    }
+    __syncthreads();
+}
+
+// One level's lists: [rows][lists][k] keys, then [rows][lists] flag words.
+struct TopkLevel {
+    uint64_t* keys;
+    uint32_t* flags;
+};
+
+__global__ void __launch_bounds__(kTopkThreads)
+    topk_segments_kernel(const float* x, int64_t stride, int32_t n, int32_t k, TopkLevel out) {
+    __shared__ uint64_t s[kTopkKeys];
+    pdl_begin();
+    const int64_t r = blockIdx.y;
+    const int32_t seg = static_cast<int32_t>(blockIdx.x), lists = static_cast<int32_t>(gridDim.x);
+    const float* row = x + r * stride;
+    uint32_t flags = 0;
+    for (int t = static_cast<int>(threadIdx.x); t < kTopkKeys; t += kTopkThreads) {
+        const int32_t i = seg * kTopkKeys + t;
+        uint64_t key = 0;
+        if (i < n) {
+            const float v = __ldg(row + i);
+            if (isnan(v)) {
+                flags |= 1u;
+            } else {
+                flags |= v == INFINITY ? 2u : 0u;
+                key = topk_key(v, i);
+            }
+        }
+        s[t] = key;
+    }
+    flags = block_flags(flags);
+    bitonic_desc(s);
+    uint64_t* dst = out.keys + (r * lists + seg) * k;
+    for (int t = static_cast<int>(threadIdx.x); t < k; t += kTopkThreads) dst[t] = s[t];
+    if (threadIdx.x == 0) out.flags[r * lists + seg] = flags;
+}
+
+__global__ void __launch_bounds__(kTopkThreads)
+    topk_merge_kernel(TopkLevel in, int32_t in_lists, int32_t k, TopkLevel out, ops::TopkRowsParams p) {
+    __shared__ uint64_t s[kTopkKeys];
+    pdl_begin();
+    const int64_t r = blockIdx.y;
+    const int32_t group = static_cast<int32_t>(blockIdx.x), per = kTopkKeys / k;
+    const int32_t first = group * per, n_lists = min(per, in_lists - first);
+    const uint64_t* src = in.keys + (r * in_lists + first) * k;
+    for (int t = static_cast<int>(threadIdx.x); t < kTopkKeys; t += kTopkThreads)
+        s[t] = t < n_lists * k ? src[t] : 0;
+    uint32_t flags = 0;
+    for (int t = static_cast<int>(threadIdx.x); t < n_lists; t += kTopkThreads) flags |= in.flags[r * in_lists + first + t];
+    flags = block_flags(flags);
+    bitonic_desc(s);
+    if (gridDim.x > 1) {  // another level follows
+        uint64_t* dst = out.keys + (r * gridDim.x + group) * k;
+        for (int t = static_cast<int>(threadIdx.x); t < k; t += kTopkThreads) dst[t] = s[t];
+        if (threadIdx.x == 0) out.flags[r * gridDim.x + group] = flags;
+        return;
+    }
+    __shared__ int32_t valid;
+    if (threadIdx.x == 0) valid = 0;
+    __syncthreads();
+    for (int t = static_cast<int>(threadIdx.x); t < k; t += kTopkThreads) {
+        const uint64_t key = s[t];
+        const bool real = static_cast<uint32_t>(key >> 32) > kNegInfOrd;
+        const int32_t id = static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(key));
+        p.ids[r * k + t] = real ? id : -1;
+        // The value as stored (the key holds -0.0 as +0.0).
+        p.values[r * k + t] = real ? __ldg(p.x + r * (p.stride != 0 ? p.stride : p.n) + id) : -INFINITY;
+        if (real) atomicMax(&valid, t + 1);  // the real keys come first: their count
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        p.status[r] = (flags & 1u)   ? ops::kArgmaxNaN
+                      : (flags & 2u) ? ops::kArgmaxPosInf
+                      : valid == 0   ? ops::kArgmaxAllNegInf
+                                     : valid;
+}
+
+// Lists of the first level (segments of kTopkKeys values) and the lists the next
+// level can hold at most (the merge takes at least kTopkKeys / kTopkMax of them).
+int64_t topk_segments(int64_t n) { return (n + kTopkKeys - 1) / kTopkKeys; }
+int64_t topk_merged_lists(int64_t lists) {
+    constexpr int64_t kMinPer = kTopkKeys / ops::kTopkMax;
+    return (lists + kMinPer - 1) / kMinPer;
+}
+size_t topk_level_bytes(int64_t rows, int64_t lists) {
+    return static_cast<size_t>(rows * lists) * (sizeof(uint64_t) * ops::kTopkMax + sizeof(uint32_t));
+}
+TopkLevel topk_level(uint8_t* base, int64_t rows, int64_t lists, int32_t k) {
+    auto* keys = reinterpret_cast<uint64_t*>(base);
+    return {keys, reinterpret_cast<uint32_t*>(keys + rows * lists * k)};
+}
+
 }  // namespace
 
 void launch_argmax_rows(const ops::ArgmaxRowsParams& p, const ArgmaxWorkspace& ws, cudaStream_t s) {
@@ -211,6 +353,37 @@ void launch_argmax_rows(const ops::ArgmaxRowsParams& p, const ArgmaxWorkspace& w
     const auto blocks = static_cast<unsigned>(std::min(p.rows, kMaxBlocks));
     launch(argmax_rows_kernel, blocks, threads_for(p.n), 0, s, p, ops::argmax_stride(p));
     HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+size_t topk_rows_scratch_bytes(int64_t rows, int64_t n) {
+    const int64_t lists = topk_segments(n);
+    return topk_level_bytes(rows, lists) + topk_level_bytes(rows, topk_merged_lists(lists)) + 16;
+}
+
+// Level buffers alternate between the scratch's two halves: the first level in A,
+// the first merge's lists in B (at most topk_merged_lists of them), the next in A.
+void launch_topk_rows(const ops::TopkRowsParams& p, cudaStream_t s) {
+    if (!ops::check_topk_rows(p)) return;
+    HF2Q_ASSERT(p.scratch != nullptr && p.rows <= 65535);
+    const int64_t stride = p.stride != 0 ? p.stride : p.n;
+    int64_t lists = topk_segments(p.n);
+    auto* a = static_cast<uint8_t*>(p.scratch);
+    uint8_t* b = a + (topk_level_bytes(p.rows, lists) + 15) / 16 * 16;
+    TopkLevel in = topk_level(a, p.rows, lists, p.k);
+    launch(topk_segments_kernel, dim3(static_cast<unsigned>(lists), static_cast<unsigned>(p.rows)), kTopkThreads, 0, s,
+           p.x, stride, static_cast<int32_t>(p.n), p.k, in);
+    HF2Q_CUDA_LAUNCH_CHECK();
+    const int64_t per = kTopkKeys / p.k;
+    for (bool to_b = true;; to_b = !to_b) {
+        const int64_t groups = (lists + per - 1) / per;
+        const TopkLevel out = topk_level(to_b ? b : a, p.rows, groups, p.k);
+        launch(topk_merge_kernel, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(p.rows)), kTopkThreads, 0,
+               s, in, static_cast<int32_t>(lists), p.k, out, p);
+        HF2Q_CUDA_LAUNCH_CHECK();
+        if (groups == 1) return;
+        in = out;
+        lists = groups;
+    }
 }
 
 }  // namespace hf2q::cuda

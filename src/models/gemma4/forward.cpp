@@ -84,6 +84,10 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
     out_rows_ = buf(kHeadChunk * H);
     logits_ = buf(kHeadChunk * c.n_vocab);
     argmax_ids_ = be.alloc_array<int32_t>(sz(T));
+    topk_ids_ = be.alloc_array<int32_t>(sz(kHeadChunk * ops::kTopkMax));
+    topk_values_ = be.alloc_array<float>(sz(kHeadChunk * ops::kTopkMax));
+    topk_status_ = be.alloc_array<int32_t>(sz(kHeadChunk));
+    if (const size_t bytes = be.topk_rows_scratch_bytes(kHeadChunk, c.n_vocab); bytes > 0) topk_scratch_ = be.alloc(bytes);
     fed_tokens_ = be.alloc_array<int32_t>(sz(T));
     auto place = [&](const std::vector<float>& v) {
         if (v.empty()) return static_cast<float*>(nullptr);
@@ -160,8 +164,9 @@ int64_t Forward::key_bucket(int64_t max_keys) {
 
 // Decode-sized batches (no host synchronisation inside: MoE grouping on the device,
 // one LM-head chunk) replay a graph per (tokens, output rows, output kind, key bucket,
-// fed or not, and for argmax the host buffer the ids go to: the context alternates
-// two, so a step's ids are never overwritten by the step queued after it):
+// fed or not, for argmax the host buffer the ids go to: the context alternates
+// two, so a step's ids are never overwritten by the step queued after it; for top_k
+// its k):
 // the first batch of a key runs eagerly (workspaces reach their size), the second
 // records the graph, later ones only launch it. Batch contents live in the same
 // buffers every step, so the recorded pointers stay valid; every run of a key uses
@@ -170,8 +175,10 @@ int64_t Forward::key_bucket(int64_t max_keys) {
 uint64_t Forward::run(const BatchView& batch, const std::vector<LayerKv>& kv, const HeadOutput& out) {
     HF2Q_ASSERT(batch.n_tokens > 0 && batch.n_tokens <= max_tokens_);
     HF2Q_ASSERT(batch.n_out >= 0 && batch.n_out <= batch.n_tokens);
-    HF2Q_ASSERT(batch.n_out == 0 ||
-                (out.mode == DecodeOutputs::logits ? out.logits != nullptr : out.ids != nullptr));
+    HF2Q_ASSERT(batch.n_out == 0 || (out.mode == DecodeOutputs::logits   ? out.logits != nullptr
+                                     : out.mode == DecodeOutputs::argmax ? out.ids != nullptr
+                                                                         : out.ids && out.values && out.status &&
+                                                                               out.k >= 1 && out.k <= ops::kTopkMax));
     const bool replayable = graphs_ && !observer_ && batch.n_tokens <= kMoeDeviceTokens &&
                             batch.n_out <= kHeadChunk && !be_.host_memory();
     ids_fence_ = 0;
@@ -182,8 +189,14 @@ uint64_t Forward::run(const BatchView& batch, const std::vector<LayerKv>& kv, co
     }
     BatchView b = batch;
     b.max_keys = key_bucket(batch.max_keys);
-    const GraphKey key{b.n_tokens, b.n_out, out.mode, b.max_keys, b.one_token_per_sequence, b.feed != nullptr,
-                       reinterpret_cast<uintptr_t>(out.mode == DecodeOutputs::argmax ? out.ids : nullptr)};
+    const GraphKey key{b.n_tokens,
+                       b.n_out,
+                       out.mode,
+                       b.max_keys,
+                       b.one_token_per_sequence,
+                       b.feed != nullptr,
+                       reinterpret_cast<uintptr_t>(out.mode == DecodeOutputs::argmax ? out.ids : nullptr),
+                       out.mode == DecodeOutputs::top_k ? out.k : 0};
     auto it = graphs_by_shape_.find(key);
     if (it == graphs_by_shape_.end()) {
         graphs_by_shape_[key] = nullptr;  // seen once: eager

@@ -62,11 +62,15 @@ struct BatchView {
 // Where run() puts the results of the output rows, in host memory: with
 // DecodeOutputs::logits their logits, with DecodeOutputs::argmax only the index of
 // each row's largest logit (ops::argmax_rows, computed on the backend; a negative
-// code where the row holds NaN or +inf or only -inf, see ops/sampling.h).
+// code where the row holds NaN or +inf or only -inf, see ops/sampling.h), with
+// DecodeOutputs::top_k each row's k largest logits and their ids (ops::topk_rows).
 struct HeadOutput {
     DecodeOutputs mode = DecodeOutputs::logits;
     float* logits = nullptr;  // [n_out][n_vocab] (mode logits)
-    int32_t* ids = nullptr;   // [n_out] (mode argmax)
+    int32_t* ids = nullptr;   // [n_out] (mode argmax); [n_out][k] (mode top_k)
+    int32_t k = 0;            // mode top_k: entries a row, in [1, ops::kTopkMax]
+    float* values = nullptr;  // [n_out][k] (mode top_k)
+    int32_t* status = nullptr;  // [n_out] (mode top_k): ops::TopkRowsParams::status
 };
 
 class Forward {
@@ -171,6 +175,7 @@ private:
         bool one_token_per_sequence = false;  // recorded into the attention launches
         bool fed = false;                     // BatchView::feed: a feed_tokens launch first
         uintptr_t ids = 0;                    // HeadOutput::ids, written by the recorded argmax
+        int32_t k = 0;                        // HeadOutput::k of a top_k head
         auto operator<=>(const GraphKey&) const = default;
     };
     // Recorded graphs by key; nullptr: shape seen once, not recorded.
@@ -208,6 +213,12 @@ private:
     float* out_rows_;                         // [kHeadChunk][H]
     float* logits_;                           // [kHeadChunk][n_vocab]
     int32_t* argmax_ids_;                     // [T] argmax of every output row (T ≥ n_out)
+    // topk_rows of a head chunk: [kHeadChunk][kTopkMax] ids and values, [kHeadChunk]
+    // status, and the backend's scratch for it (null where it needs none).
+    int32_t* topk_ids_;
+    float* topk_values_;
+    int32_t* topk_status_;
+    void* topk_scratch_ = nullptr;
     int32_t* fed_tokens_;                     // [T] the ids a fed batch embeds
     uint64_t ids_fence_ = 0;                  // the fence after the last argmax (Backend::fence)
     float *inv_freq_full_ = nullptr, *inv_freq_swa_ = nullptr;  // [head_dim / 2]

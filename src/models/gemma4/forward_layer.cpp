@@ -519,7 +519,8 @@ void Forward::head(const BatchView& b, const HeadOutput& out) {
 
 // The results of output rows r0 .. r0+n (n <= kHeadChunk) on the backend: their
 // logits in logits_ and, for argmax, each row's argmax in argmax_ids_[r0 ..] and,
-// written by the backend into host memory, out.ids[r0 ..].
+// written by the backend into host memory, out.ids[r0 ..]; for top_k, each row's k
+// largest logits in topk_ids_ / topk_values_ / topk_status_ (rows from 0).
 void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, const HeadOutput& out) {
     const DecodeOutputs mode = out.mode;
     if (n <= 0) return;
@@ -537,11 +538,24 @@ void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, const HeadOut
             be_.argmax_rows(p);
             return;
         }
+        case DecodeOutputs::top_k: {
+            ops::TopkRowsParams p;
+            p.x = logits_;
+            p.rows = n;
+            p.n = c_.n_vocab;
+            p.k = out.k;
+            p.ids = topk_ids_;
+            p.values = topk_values_;
+            p.status = topk_status_;
+            p.scratch = topk_scratch_;
+            be_.topk_rows(p);
+            return;
+        }
     }
 }
 
-// Copies the logits head_rows computed for rows r0 .. r0+n into `out` (host memory);
-// argmax ids are on their way there already: a fence to wait on.
+// Copies the logits (or top-k entries) head_rows computed for rows r0 .. r0+n into
+// `out` (host memory); argmax ids are on their way there already: a fence to wait on.
 void Forward::download_outputs(const HeadOutput& out, int64_t r0, int64_t n) {
     if (n <= 0) return;
     switch (out.mode) {
@@ -550,6 +564,11 @@ void Forward::download_outputs(const HeadOutput& out, int64_t r0, int64_t n) {
             return;
         case DecodeOutputs::argmax:  // the caller waits for ids_fence_
             ids_fence_ = be_.fence();
+            return;
+        case DecodeOutputs::top_k:
+            be_.download(out.ids + r0 * out.k, topk_ids_, sz(n * out.k) * sizeof(int32_t));
+            be_.download(out.values + r0 * out.k, topk_values_, sz(n * out.k) * sizeof(float));
+            be_.download(out.status + r0, topk_status_, sz(n) * sizeof(int32_t));
             return;
     }
 }
