@@ -5,6 +5,8 @@
 // no tokenizer needed: ids out, optionally the prompt logits dumped) and many
 // requests (--prompts FILE: one a line, generated together by continuous batching,
 // runtime::BatchGenerator; results in request order).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +22,7 @@
 #include "sampling_flags.h"
 #include "command.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "gguf/gguf.h"
 #include "hf2q/engine.h"
 #include "prompts_file.h"
@@ -317,14 +320,18 @@ int run_prompts(const GenerateOptions& o) {
     std::vector<const runtime::GenerationResult*> done(reqs.size(), nullptr);
     std::vector<runtime::GenerationResult> kept(reqs.size());
     size_t printed = 0;
+    // A bar on stderr while the results go to a file (on a terminal they show the progress).
+    Progress progress("generate", reqs.size(), "requests", isatty(fileno(stdout)) == 0);
     runtime::BatchCallbacks cb;
     cb.on_done = [&](size_t i, const runtime::GenerationResult& r) {
+        progress.add(1);
         kept[i] = r;
         done[i] = &kept[i];
         for (; printed < reqs.size() && done[printed]; ++printed)
             print_batch_result(printed, lines[printed], reqs[printed], *done[printed], tp != nullptr, o.json);
     };
     gen.run(reqs, {n_parallel, o.batch_tokens}, cb);
+    progress.finish();
     const runtime::BatchStats& st = gen.stats();
     std::fprintf(stderr,
                  "\nbatch: %zu requests, %d at once at most (of %d sequences), %lld steps in %.2f s\n"
