@@ -49,6 +49,13 @@ struct BatchRequest {
 struct BatchOptions {
     int32_t n_parallel = 0;        // requests at once; 0: the context's n_seq_max (the most allowed)
     int32_t max_batch_tokens = 0;  // tokens in one decode call (generating + prompt chunks); 0: n_ubatch
+    // Prefill the prompt prefix every request shares (the longest common one, each
+    // request keeping at least one token of its own) once, in sequence n_parallel, and
+    // start every request as a fork of it (Context::seq_fork: its blocks shared, copy
+    // on write), so a shared system prompt or few-shot preamble is computed and stored
+    // once. Needs n_parallel < the context's n_seq_max (0: n_seq_max - 1); nothing is
+    // shared where the common prefix is shorter than a KV block or there is one request.
+    bool share_prefix = false;
 };
 
 struct BatchCallbacks {
@@ -62,7 +69,8 @@ struct BatchCallbacks {
 // What a run did, for throughput reports.
 struct BatchStats {
     int64_t steps = 0;             // decode calls
-    int64_t prompt_tokens = 0;     // prompt tokens decoded
+    int64_t prompt_tokens = 0;     // prompt tokens decoded (a shared prefix once)
+    int32_t shared_prefix = 0;     // tokens of the prefix the requests shared (share_prefix)
     int64_t generated_tokens = 0;  // tokens generated (all requests)
     int32_t max_running = 0;       // the most requests that ran at once
     double seconds = 0;            // the whole run

@@ -203,6 +203,62 @@ TEST(BatchGeneration, RequestsWaitForRoomInTheKvCache) {
     }
 }
 
+// share_prefix: eight requests that share the fixture's 40-token prompt and differ
+// after it prefill those 40 tokens once, in the context's last sequence, and start as
+// its forks (copy on write inside the last, partial block: blocks of 4 at 40 tokens
+// are whole, so one request also ends its prefix mid-block with a 38-token shared
+// part below); each still gets its tokens alone. A KV cache of 80 tokens holds the
+// prefix and two requests of 16 tokens of their own each, where without sharing no
+// two requests fit at once (56 each).
+TEST(BatchGeneration, SharedPrefixIsPrefilledOnce) {
+    const std::vector<int32_t>& base = fixture().prompts[3].ids;  // 40 tokens
+    std::vector<BatchRequest> reqs;
+    for (int32_t i = 0; i < 8; ++i) {
+        BatchRequest r{base, greedy(12)};
+        for (int32_t j = 0; j <= i % 3; ++j) r.prompt.push_back(20 + i + 13 * j);
+        if (i == 5) r.params.n_predict = 9;
+        if (i == 6) {
+            r.params.sampler.temperature = 1.0f;
+            r.params.sampler.top_k = 30;
+            r.params.sampler.seed = 9;
+        }
+        reqs.push_back(r);
+    }
+    int64_t suffixes = 0;
+    for (const BatchRequest& r : reqs) suffixes += static_cast<int64_t>(r.prompt.size() - base.size());
+    for (const int64_t kv : {int64_t{0}, int64_t{80}}) {
+        for (const int32_t step_tokens : {5, 0}) {
+            auto ctx = batch_context(4, kv);
+            BatchGenerator gen(*ctx, nullptr);
+            BatchOptions o;
+            o.max_batch_tokens = step_tokens;
+            o.share_prefix = true;
+            const std::vector<GenerationResult> got = gen.run(reqs, o);
+            const std::string where = "kv " + std::to_string(kv) + ", steps of " + std::to_string(step_tokens);
+            for (size_t i = 0; i < reqs.size(); ++i)
+                expect_same(got[i], alone(reqs[i], nullptr), where + ", request " + std::to_string(i));
+            EXPECT_EQ(gen.stats().shared_prefix, 40) << where;
+            EXPECT_EQ(gen.stats().prompt_tokens, 40 + suffixes) << where << ": the prefix once";
+            EXPECT_EQ(gen.stats().max_running, kv == 80 ? 2 : 3) << where;
+            for (int32_t s = 0; s < 4; ++s) EXPECT_EQ(ctx->seq_length(s), 0) << where;
+        }
+    }
+    // A prefix that ends inside a block: request 0 is the base's first 39 tokens.
+    reqs[0].prompt.resize(39);
+    auto ctx = batch_context(3);
+    BatchGenerator gen(*ctx, nullptr);
+    BatchOptions o;
+    o.share_prefix = true;
+    const std::vector<GenerationResult> got = gen.run(reqs, o);
+    EXPECT_EQ(gen.stats().shared_prefix, 38) << "each request keeps a token of its own";
+    for (size_t i = 0; i < reqs.size(); ++i) expect_same(got[i], alone(reqs[i], nullptr), "request " + std::to_string(i));
+    // Nothing to share: one request, or prompts that differ from the first token.
+    EXPECT_EQ((gen.run({reqs[1]}, o), gen.stats().shared_prefix), 0);
+    EXPECT_EQ((gen.run({reqs[1], {{7, 8, 9, 10, 11, 12}, greedy(2)}}, o), gen.stats().shared_prefix), 0);
+    o.n_parallel = 3;
+    EXPECT_THROW(gen.run(reqs, o), Error) << "no sequence left for the prefix";
+}
+
 // Bad requests and options are refused before anything runs, naming the request;
 // a callback that throws ends the run with every sequence empty, and the generator
 // runs again afterwards.

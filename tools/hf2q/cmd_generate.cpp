@@ -41,6 +41,7 @@ struct GenerateOptions {
     std::string prompts_file;
     int32_t parallel = 0;
     int32_t batch_tokens = 0;
+    bool no_prefix_sharing = false;
     int32_t n_predict = 32;
     runtime::SamplerParams sampler;
     std::vector<std::string> stop;
@@ -104,6 +105,10 @@ void add_flags(ArgParser& p, GenerateOptions& o) {
              "with --prompts: most tokens one forward step takes (each running request's next token, "
              "then prompt chunks; 0: --ubatch-size)",
              &o.batch_tokens);
+    p.flag("--no-prefix-sharing",
+           "with --prompts: prefill every request's whole prompt, instead of the prefix all requests share once "
+           "(each request then starts as a copy-on-write fork of it)",
+           &o.no_prefix_sharing);
     p.option("-n,--n-predict", "N",
              "tokens to generate (-1: until end of generation or context full; text mode; "
              "with --prompts, each request's unless its line says)",
@@ -314,7 +319,9 @@ int run_prompts(const GenerateOptions& o) {
     int32_t n_ctx = 1;
     for (const runtime::BatchRequest& r : reqs)
         n_ctx = std::max(n_ctx, context_size(*model, o, r.prompt.size(), r.params.n_predict));
-    auto ctx = make_context(*model, o, 0, n_parallel, n_ctx);
+    // One sequence more holds the prompt prefix the requests share (BatchOptions::share_prefix).
+    const bool share = !o.no_prefix_sharing && reqs.size() > 1;
+    auto ctx = make_context(*model, o, 0, n_parallel + (share ? 1 : 0), n_ctx);
     runtime::BatchGenerator gen(*ctx, tp);
 
     std::vector<const runtime::GenerationResult*> done(reqs.size(), nullptr);
@@ -330,14 +337,19 @@ int run_prompts(const GenerateOptions& o) {
         for (; printed < reqs.size() && done[printed]; ++printed)
             print_batch_result(printed, lines[printed], reqs[printed], *done[printed], tp != nullptr, o.json);
     };
-    gen.run(reqs, {n_parallel, o.batch_tokens}, cb);
+    runtime::BatchOptions bo;
+    bo.n_parallel = n_parallel;
+    bo.max_batch_tokens = o.batch_tokens;
+    bo.share_prefix = share;
+    gen.run(reqs, bo, cb);
     progress.finish();
     const runtime::BatchStats& st = gen.stats();
     std::fprintf(stderr,
                  "\nbatch: %zu requests, %d at once at most (of %d sequences), %lld steps in %.2f s\n"
-                 "       %lld prompt tokens, %lld generated: %.2f generated tokens/s, %.2f tokens/s in all\n",
+                 "       %lld prompt tokens decoded (a shared prefix of %d once), %lld generated: %.2f generated "
+                 "tokens/s, %.2f tokens/s in all\n",
                  reqs.size(), st.max_running, n_parallel, static_cast<long long>(st.steps), st.seconds,
-                 static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens),
+                 static_cast<long long>(st.prompt_tokens), st.shared_prefix, static_cast<long long>(st.generated_tokens),
                  st.seconds > 0 ? static_cast<double>(st.generated_tokens) / st.seconds : 0.0,
                  st.seconds > 0 ? static_cast<double>(st.generated_tokens + st.prompt_tokens) / st.seconds : 0.0);
     return 0;
@@ -359,8 +371,9 @@ int run_generate(const std::vector<std::string>& args) {
     const int n_modes = !o.token_ids.empty() + (p.was_set("--prompt") || p.was_set("--file")) +
                         p.was_set("--prompts");
     if (n_modes != 1) fail("give exactly one of -p TEXT, -f FILE, --token-ids IDS or --prompts FILE");
-    if (!p.was_set("--prompts") && (p.was_set("--parallel") || p.was_set("--batch-tokens")))
-        fail("--parallel and --batch-tokens go with --prompts");
+    if (!p.was_set("--prompts") &&
+        (p.was_set("--parallel") || p.was_set("--batch-tokens") || p.was_set("--no-prefix-sharing")))
+        fail("--parallel, --batch-tokens and --no-prefix-sharing go with --prompts");
     runtime::validate(o.sampler);
     if (p.was_set("--prompts")) return run_prompts(o);
     return o.token_ids.empty() ? run_text(o) : run_token_ids(o);
