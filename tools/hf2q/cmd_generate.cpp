@@ -346,8 +346,8 @@ int run_prompts(const GenerateOptions& o) {
     const runtime::BatchStats& st = gen.stats();
     std::fprintf(stderr,
                  "\nbatch: %zu requests, %d at once at most (of %d sequences), %lld steps in %.2f s\n"
-                 "       %lld prompt tokens decoded (a shared prefix of %d once), %lld generated: %.2f generated "
-                 "tokens/s, %.2f tokens/s in all\n",
+                 "       %lld prompt tokens decoded (a shared prefix of %d once), %lld generated\n"
+                 "       %.2f generated tokens/s, %.2f tokens/s in all\n",
                  reqs.size(), st.max_running, n_parallel, static_cast<long long>(st.steps), st.seconds,
                  static_cast<long long>(st.prompt_tokens), st.shared_prefix, static_cast<long long>(st.generated_tokens),
                  st.seconds > 0 ? static_cast<double>(st.generated_tokens) / st.seconds : 0.0,
