@@ -443,8 +443,25 @@ void ContextImpl::land(int slot) const {
     r.n_pending = 0;
 }
 
-// The codes of ops::argmax_rows become the errors runtime::argmax (the greedy sampler)
-// throws for the same logits.
+namespace {
+
+// The codes of ops::argmax_rows and topk_rows become the errors the sampler throws for
+// the same logits (runtime::argmax, init_candidates_top_k); other values pass.
+void check_row_code(const char* what, int32_t code, int32_t i) {
+    switch (code) {
+        case ops::kArgmaxNaN:
+            fail(what, ": the logits of output ", i, " hold a NaN");
+        case ops::kArgmaxPosInf:
+            fail(what, ": the logits of output ", i, " hold +inf");
+        case ops::kArgmaxAllNegInf:
+            fail(what, ": every logit of output ", i, " is -inf (all banned)");
+        default:
+            return;
+    }
+}
+
+}  // namespace
+
 int32_t ContextImpl::argmax(int32_t i, int32_t decodes_back) const {
     if (decodes_back != 0 && decodes_back != 1)
         fail("argmax: decodes_back must be 0 (the last decode) or 1 (the one before), got ", decodes_back);
@@ -456,22 +473,11 @@ int32_t ContextImpl::argmax(int32_t i, int32_t decodes_back) const {
     if (i < 0 || i >= r.n_outputs) fail("argmax index ", i, " out of range [0, ", r.n_outputs, ") of ", which);
     land(slot);
     const int32_t id = r.ids[sz(i)];
-    switch (id) {
-        case ops::kArgmaxNaN:
-            fail("argmax: the logits of output ", i, " hold a NaN");
-        case ops::kArgmaxPosInf:
-            fail("argmax: the logits of output ", i, " hold +inf");
-        case ops::kArgmaxAllNegInf:
-            fail("argmax: every logit of output ", i, " is -inf (all banned)");
-        default:
-            break;
-    }
+    check_row_code("argmax", id, i);
     HF2Q_ASSERT(id >= 0 && id < n_vocab());
     return id;
 }
 
-// The codes of ops::topk_rows become the errors the sampler's top-k stage throws for
-// the same logits.
 std::span<const TopLogit> ContextImpl::top_k(int32_t i) const {
     const Result& r = results_[cur_];
     if (r.mode != DecodeOutputs::top_k)
@@ -479,16 +485,7 @@ std::span<const TopLogit> ContextImpl::top_k(int32_t i) const {
              "DecodeOutputs::top_k)");
     if (i < 0 || i >= r.n_outputs) fail("top_k index ", i, " out of range [0, ", r.n_outputs, ")");
     const int32_t st = r.top_status[sz(i)];
-    switch (st) {
-        case ops::kArgmaxNaN:
-            fail("top_k: the logits of output ", i, " hold a NaN");
-        case ops::kArgmaxPosInf:
-            fail("top_k: the logits of output ", i, " hold +inf");
-        case ops::kArgmaxAllNegInf:
-            fail("top_k: every logit of output ", i, " is -inf (all banned)");
-        default:
-            break;
-    }
+    check_row_code("top_k", st, i);
     HF2Q_ASSERT(st >= 1 && st <= r.k);
     return {r.top.data() + r.top_begin[sz(i)], static_cast<size_t>(st)};
 }

@@ -2,9 +2,7 @@
 // (skipped when the CLI has not been built) and checks every request's JSON line
 // against `hf2q generate --token-ids` run alone with the same seed.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "generation/fixture.h"
+#include "support/run_cli.h"
 
 namespace hf2q::runtime {
 namespace {
@@ -20,24 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace test;
 
-const std::string kHf2q = std::string(HF2Q_BINARY_DIR) + "/bin/hf2q";
-
-struct Result {
-    int code;
-    std::string out;
-};
+using Result = hf2q::test::CliResult;
 
 // Runs `hf2q generate <args>` with stderr discarded; returns exit code and stdout.
-Result run(const std::string& args) {
-    const std::string cmd = "'" + kHf2q + "' generate " + args + " 2>/dev/null";
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return {-1, ""};
-    std::string out;
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    const int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args) { return hf2q::test::run_cli("generate", args); }
 
 std::string ids_text(const std::vector<int32_t>& ids, const char* sep) {
     std::string s;
@@ -48,7 +33,8 @@ std::string ids_text(const std::vector<int32_t>& ids, const char* sep) {
 class CmdGeneratePrompts : public ::testing::Test {
   protected:
     void SetUp() override {
-        if (!fs::exists(kHf2q)) GTEST_SKIP() << kHf2q << " not built";
+        const std::string& cli = hf2q::test::hf2q_cli_path();
+        if (!fs::exists(cli)) GTEST_SKIP() << cli << " not built";
     }
 };
 

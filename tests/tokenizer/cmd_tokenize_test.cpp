@@ -1,37 +1,25 @@
 // `hf2q tokenize` end to end: runs the built CLI (skipped when it has not been built).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "support/run_cli.h"
+
 namespace {
 
-const std::string kHf2q = std::string(HF2Q_BINARY_DIR) + "/bin/hf2q";
 const std::string kVocab = std::string(HF2Q_TESTDATA_DIR) + "/tokenizer/ggml-vocab-gemma-4.gguf";
 
-struct Result {
-    int code;
-    std::string out;
-};
+using Result = hf2q::test::CliResult;
 
 // Runs `hf2q tokenize <args>` with stderr discarded; returns exit code and stdout.
-Result run(const std::string& args) {
-    const std::string cmd = "'" + kHf2q + "' tokenize " + args + " 2>/dev/null";
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return {-1, ""};
-    std::string out;
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    const int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args) { return hf2q::test::run_cli("tokenize", args); }
 
 class CmdTokenize : public ::testing::Test {
   protected:
     void SetUp() override {
-        if (!std::filesystem::exists(kHf2q)) GTEST_SKIP() << kHf2q << " not built";
+        const std::string& cli = hf2q::test::hf2q_cli_path();
+        if (!std::filesystem::exists(cli)) GTEST_SKIP() << cli << " not built";
     }
 };
 
