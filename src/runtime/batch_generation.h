@@ -27,8 +27,7 @@
 // whose requests are greedy or top-k samplers without penalties or bias
 // (runtime::device_top_k) returns each output's top-k candidates, k the most any of
 // them reads (DecodeOutputs::top_k); otherwise it returns logits and every request
-// samples on the host.
-// Steps are not pipelined (each step's ids are read before the next is queued).
+// samples on the host. Greedy steps are pipelined (BatchOptions::pipeline).
 #pragma once
 
 #include <cstddef>
@@ -56,6 +55,12 @@ struct BatchOptions {
     // once. Needs n_parallel < the context's n_seq_max (0: n_seq_max - 1); nothing is
     // shared where the common prefix is shorter than a KV block or there is one request.
     bool share_prefix = false;
+    // Greedy steps pipelined: a step whose outputs are all argmax ids (one micro-batch)
+    // is followed by the next one, which takes those ids on the device
+    // (kPreviousArgmax), before the host reads them, as Generator's steps are; a
+    // request that ends on such a token has its queued position dropped. false: each
+    // step's tokens are read before the next step is queued.
+    bool pipeline = true;
 };
 
 struct BatchCallbacks {
@@ -69,6 +74,7 @@ struct BatchCallbacks {
 // What a run did, for throughput reports.
 struct BatchStats {
     int64_t steps = 0;             // decode calls
+    int64_t pipelined_steps = 0;   // of those, queued before the previous step's ids were read
     int64_t prompt_tokens = 0;     // prompt tokens decoded (a shared prefix once)
     int32_t shared_prefix = 0;     // tokens of the prefix the requests shared (share_prefix)
     int64_t generated_tokens = 0;  // tokens generated (all requests)
@@ -92,6 +98,7 @@ class BatchGenerator {
     const BatchStats& stats() const { return stats_; }
 
   private:
+    class Run;
     Context& ctx_;
     const tokenizer::Tokenizer* tok_;
     BatchStats stats_;

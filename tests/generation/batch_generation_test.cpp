@@ -139,7 +139,9 @@ TEST(BatchGeneration, SampledRequestsDoNotDependOnTheirNeighbours) {
 }
 
 // Every way a request ends, side by side: n_predict 0, 1 and 5, an EOG token (the
-// first greedy token of prompt 1), a stop string, ignore_eos, and a context that fills.
+// first greedy token of prompt 1), a stop string, ignore_eos, and a context that fills;
+// with greedy steps pipelined (a step queued behind a token that ends its request is
+// dropped from the cache) and one at a time.
 TEST(BatchGeneration, EachRequestEndsAsItWouldAlone) {
     const Reference& r1 = fixture().prompts[1];
     const tokenizer::Tokenizer tok = test_tokenizer(r1.greedy[0]);
@@ -158,15 +160,21 @@ TEST(BatchGeneration, EachRequestEndsAsItWouldAlone) {
     filling.params.ignore_eos = true;
     reqs.push_back(filling);
     const int32_t n_ctx = 48;
+    for (const bool pipeline : {true, false})
     for (const int32_t n_parallel : {1, 4, 7}) {
         auto ctx = batch_context(n_parallel, 0, n_ctx);
         BatchGenerator gen(*ctx, &tok);
         std::map<size_t, std::string> content;
         BatchCallbacks cb;
         cb.on_content = [&](size_t i, std::string_view s) { content[i] += s; };
-        const std::vector<GenerationResult> got = gen.run(reqs, {n_parallel, 4}, cb);
+        BatchOptions o{n_parallel, 4};
+        o.pipeline = pipeline;
+        const std::vector<GenerationResult> got = gen.run(reqs, o, cb);
+        for (int32_t s = 0; s < n_parallel; ++s) EXPECT_EQ(ctx->seq_length(s), 0);
+        EXPECT_EQ(gen.stats().pipelined_steps > 0, pipeline);
         for (size_t i = 0; i < reqs.size(); ++i) {
-            const std::string where = std::to_string(n_parallel) + " at once, request " + std::to_string(i);
+            const std::string where = std::to_string(n_parallel) + " at once, pipelined " + std::to_string(pipeline) +
+                                      ", request " + std::to_string(i);
             expect_same(got[i], alone(reqs[i], &tok, n_ctx), where);
             EXPECT_EQ(content[i], got[i].content) << where;
         }
