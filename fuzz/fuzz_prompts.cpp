@@ -1,7 +1,7 @@
 // Fuzz target: the requests file of `hf2q generate --prompts` (tools/hf2q/prompts_file.h)
 // on arbitrary bytes. Anything wrong must end in hf2q::Error; a parsed file gives
 // requests on increasing lines, each with text or token ids (not both), ids >= 0 and
-// n_predict >= -1.
+// n_predict >= -1, and exactly one of text, ids and messages.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -37,7 +37,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const hf2q::cli::PromptLine& l : lines) {
         if (l.line <= prev) fail("lines out of order");
         prev = l.line;
-        if (l.text.has_value() == !l.token_ids.empty()) fail("text and ids, or neither");
+        if (l.text.has_value() + !l.token_ids.empty() + l.messages.has_value() != 1)
+            fail("not exactly one of text, ids and messages");
+        if (l.messages && (!l.messages->is_array() || l.messages->empty())) fail("messages not a non-empty array");
+        if (!l.messages && (l.tools || l.enable_thinking)) fail("tools or thinking without messages");
         for (int32_t id : l.token_ids)
             if (id < 0) fail("a negative token id");
         if (l.n_predict && *l.n_predict < -1) fail("n_predict below -1");

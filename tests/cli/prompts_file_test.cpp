@@ -38,13 +38,40 @@ TEST(PromptsFile, EveryLineForm) {
     EXPECT_EQ(*parse_prompts("\"\"")[0].text, "") << "an empty JSON string is a prompt (the BOS alone)";
 }
 
+TEST(PromptsFile, Conversations) {
+    const std::vector<PromptLine> p = parse_prompts(
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"Be terse.\"}, {\"role\": \"user\", \"content\": "
+        "\"Hi\"}], \"enable_thinking\": true, \"n_predict\": 8}\n"
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}], \"tools\": [{\"type\": \"function\"}]}\n");
+    ASSERT_EQ(p.size(), 2u);
+    ASSERT_TRUE(p[0].messages);
+    EXPECT_EQ(p[0].messages->size(), 2u);
+    EXPECT_EQ((*p[0].messages)[1]["content"], "Hi");
+    EXPECT_EQ(p[0].messages->front().begin().key(), "role") << "keys keep their order";
+    EXPECT_TRUE(p[0].enable_thinking);
+    EXPECT_EQ(*p[0].n_predict, 8);
+    EXPECT_FALSE(p[0].tools);
+    EXPECT_FALSE(p[0].text);
+    EXPECT_FALSE(p[1].enable_thinking);
+    ASSERT_TRUE(p[1].tools);
+    EXPECT_EQ(p[1].tools->size(), 1u);
+}
+
 TEST(PromptsFile, BadLinesNameTheLineAndTheFault) {
     const std::pair<std::string, std::string> cases[] = {
         {"", "holds no request"},
         {"\n \n\t\n", "holds no request"},
         {"ok\n{\"prompt\": 1}", "line 2: \"prompt\" must be a string, not number"},
         {"{\"x\": 1}", "line 1: unknown key \"x\""},
-        {"{}", "line 1: give exactly one of \"prompt\" and \"token_ids\""},
+        {"{}", "line 1: give exactly one of \"prompt\", \"token_ids\" and \"messages\""},
+        {"{\"messages\": []}", "\"messages\" must be a non-empty array"},
+        {"{\"messages\": \"hi\"}", "\"messages\" must be a non-empty array"},
+        {"{\"messages\": [\"hi\"]}", "a message must be an object, not \"hi\""},
+        {"{\"messages\": [{}], \"prompt\": \"a\"}", "give exactly one of"},
+        {"{\"messages\": [{}], \"enable_thinking\": 1}", "\"enable_thinking\" must be true or false, not 1"},
+        {"{\"messages\": [{}], \"tools\": {}}", "\"tools\" must be an array"},
+        {"{\"prompt\": \"a\", \"enable_thinking\": false}", "go with \"messages\""},
+        {"{\"prompt\": \"a\", \"tools\": []}", "go with \"messages\""},
         {"{\"prompt\": \"a\", \"token_ids\": [1]}", "give exactly one of"},
         {"{\"token_ids\": []}", "\"token_ids\" is empty"},
         {"{\"token_ids\": 5}", "\"token_ids\" must be an array, not number"},

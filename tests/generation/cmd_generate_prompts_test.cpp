@@ -76,6 +76,42 @@ TEST_F(CmdGeneratePrompts, EachRequestEqualsItsRunAlone) {
     EXPECT_EQ(i, fixture().prompts.size());
 }
 
+// A conversation line on a model with the real vocabulary and chat template
+// (`hf2q synth --preset tiny --vocab-from`): its prompt is what `hf2q template` renders
+// for the same messages, tokenized as `hf2q tokenize -f` does, and its JSON line
+// carries the parsed reply (content, reasoning, tool calls) as hf2q chat shows it.
+TEST_F(CmdGeneratePrompts, ConversationsUseTheChatTemplate) {
+    const fs::path dir = fs::path(HF2Q_BINARY_DIR) / "test-models";
+    fs::create_directories(dir);
+    const std::string model = (dir / "prompts-chat-tiny.gguf").string();
+    const std::string vocab = std::string(HF2Q_TESTDATA_DIR) + "/tokenizer/ggml-vocab-gemma-4.gguf";
+    ASSERT_EQ(hf2q::test::run_cli("synth", "--preset tiny --quant q8_0 --seed 1 --force --vocab-from '" + vocab +
+                                               "' -o '" + model + "'")
+                  .code,
+              0);
+    const std::string messages =
+        R"([{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Why is the sky blue?"}])";
+    const fs::path file = dir / "prompts-chat.txt";
+    std::ofstream(file) << R"({"messages": )" << messages << R"(, "n_predict": 3})" << "\n";
+    const Result r = run("-m '" + model + "' -t 2 --json --prompts '" + file.string() + "'");
+    ASSERT_EQ(r.code, 0);
+    const nlohmann::json got = nlohmann::json::parse(r.out);
+    EXPECT_EQ(got["generated_tokens"].size(), 3u);
+    EXPECT_TRUE(got.contains("content") && got.contains("reasoning") && got["tool_calls"].is_array());
+
+    const fs::path ctx = dir / "prompts-chat-context.json";
+    std::ofstream(ctx) << R"({"messages": )" << messages
+                       << R"(, "add_generation_prompt": true, "enable_thinking": false, "bos_token": "<bos>", )"
+                       << R"("eos_token": "<eos>"})";
+    const Result rendered = hf2q::test::run_cli("template", "-m '" + model + "' --context '" + ctx.string() + "'");
+    ASSERT_EQ(rendered.code, 0);
+    const fs::path text = dir / "prompts-chat-rendered.txt";
+    std::ofstream(text, std::ios::binary) << rendered.out;
+    const Result ids = hf2q::test::run_cli("tokenize", "-m '" + model + "' --no-escape -f '" + text.string() + "'");
+    ASSERT_EQ(ids.code, 0);
+    EXPECT_EQ(got["prompt_tokens"], nlohmann::json::parse(ids.out));
+}
+
 TEST_F(CmdGeneratePrompts, RefusesBadCombinations) {
     fixture();
     const std::string m = "-m '" + (fs::path(HF2Q_BINARY_DIR) / "test-models" / "generation-moe-f32.gguf").string() + "' ";

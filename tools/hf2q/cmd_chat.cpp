@@ -17,6 +17,7 @@
 #include "args.h"
 #include "device_flags.h"
 #include "sampling_flags.h"
+#include "chat_render.h"
 #include "command.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -150,15 +151,7 @@ class ChatSession {
         return true;
     }
 
-    std::string render() const {
-        nlohmann::ordered_json c;
-        c["messages"] = messages_;
-        c["add_generation_prompt"] = true;
-        c["enable_thinking"] = think_;
-        c["bos_token"] = tok_.bos_id() >= 0 ? tok_.token_text(tok_.bos_id()) : "";
-        c["eos_token"] = tok_.eos_id() >= 0 ? tok_.token_text(tok_.eos_id()) : "";
-        return tmpl_.render(c);
-    }
+    std::string render() const { return render_chat(tmpl_, tok_, messages_, think_); }
 
     void turn(const std::string& user) {
         messages_.push_back({{"role", "user"}, {"content", user}});
@@ -172,7 +165,6 @@ class ChatSession {
             gp.n_predict = o_.n_predict;
             gp.sampler = o_.sampler;
             gp.parse_output = true;
-            constexpr std::string_view kOpenThought = "<|channel>thought\n";
             gp.parser.start_in_reasoning = text.ends_with(kOpenThought);
             runtime::GenerationCallbacks cb;
             cb.on_reasoning = [&](std::string_view s) { out.reasoning(s); };

@@ -25,9 +25,11 @@
 #include "core/progress.h"
 #include "gguf/gguf.h"
 #include "hf2q/engine.h"
+#include "chat_render.h"
 #include "prompts_file.h"
 #include "runtime/batch_generation.h"
 #include "runtime/generation.h"
+#include "tokenizer/jinja/template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hf2q::cli {
@@ -93,9 +95,9 @@ void add_flags(ArgParser& p, GenerateOptions& o) {
              "prompt as comma-separated token ids, used exactly as given (no BOS added)",
              &o.token_ids);
     p.option("--prompts", "FILE",
-             "many requests, one a line (text, a JSON string, or {\"prompt\": ...} / {\"token_ids\": [...]} "
-             "with an optional \"n_predict\"), generated together; results in request order; "
-             "request i samples with seed + i (docs/cli.md)",
+             "many requests, one a line (text, a JSON string, or {\"prompt\": ...} / {\"token_ids\": [...]} / "
+             "{\"messages\": [...]} with an optional \"n_predict\"), generated together; results in request "
+             "order; request i samples with seed + i (docs/cli.md)",
              &o.prompts_file);
     p.option("-np,--parallel", "N",
              "with --prompts: requests generated at once (0: all of them, at most 64); each is a "
@@ -251,22 +253,41 @@ int run_text(const GenerateOptions& o) {
     return 0;
 }
 
-// The requests of a prompts file: text lines tokenized (one BOS), ids as given;
-// request i samples with seed + i, so its text does not depend on the others.
+// The requests of a prompts file: text lines tokenized (one BOS), ids as given,
+// conversations rendered with the model's chat template (their replies parsed into
+// content, reasoning and tool calls, as hf2q chat does); request i samples with
+// seed + i, so its text does not depend on the others.
 std::vector<runtime::BatchRequest> batch_requests(const std::vector<PromptLine>& lines,
                                                   const tokenizer::Tokenizer* tok, const GenerateOptions& o) {
+    std::optional<jinja::Template> tmpl;  // parsed at the first conversation
     std::vector<runtime::BatchRequest> reqs;
     reqs.reserve(lines.size());
     for (const PromptLine& l : lines) {
         runtime::BatchRequest r;
-        if (l.text) {
-            if (!tok) fail("prompts file line ", l.line, ": a text prompt needs the model's tokenizer (this GGUF has none); give {\"token_ids\": [...]}");
+        r.params = generation_params(o);
+        if ((l.text || l.messages) && !tok)
+            fail("prompts file line ", l.line,
+                 ": text and conversations need the model's tokenizer (this GGUF has none); give "
+                 "{\"token_ids\": [...]}");
+        if (l.messages) {
+            if (!tmpl) {
+                if (tok->chat_template().empty())
+                    fail("prompts file line ", l.line,
+                         ": a conversation needs the model's chat template (this GGUF has no "
+                         "tokenizer.chat_template)");
+                tmpl.emplace(jinja::Template::parse(tok->chat_template(), "chat_template"));
+            }
+            const std::string text = render_chat(*tmpl, *tok, *l.messages, l.enable_thinking,
+                                                 l.tools ? &*l.tools : nullptr);
+            r.prompt = tok->encode(text, /*add_special=*/true, /*parse_special=*/true);  // its own BOS
+            r.params.parse_output = true;
+            r.params.parser.start_in_reasoning = text.ends_with(kOpenThought);
+        } else if (l.text) {
             r.prompt = tok->encode(*l.text, /*add_special=*/true, /*parse_special=*/true);
-            if (r.prompt.empty()) fail("prompts file line ", l.line, ": the prompt is empty and the tokenizer adds no BOS");
         } else {
             r.prompt = l.token_ids;
         }
-        r.params = generation_params(o);
+        if (r.prompt.empty()) fail("prompts file line ", l.line, ": the prompt is empty and the tokenizer adds no BOS");
         if (l.n_predict) r.params.n_predict = *l.n_predict;
         r.params.sampler.seed = o.sampler.seed + reqs.size();
         reqs.push_back(std::move(r));
@@ -283,12 +304,21 @@ void print_batch_result(size_t i, const PromptLine& line, const runtime::BatchRe
         j["prompt_tokens"] = req.prompt;
         j["generated_tokens"] = r.tokens;
         if (text) j["text"] = r.text;
+        if (req.params.parse_output) {  // a conversation: the reply as hf2q chat shows it
+            j["content"] = r.content;
+            j["reasoning"] = r.reasoning;
+            nlohmann::json calls = nlohmann::json::array();
+            for (const runtime::ToolCall& c : r.tool_calls) calls.push_back({{"name", c.name}, {"arguments", c.arguments}});
+            j["tool_calls"] = calls;
+        }
         j["finish_reason"] = runtime::finish_reason_name(r.finish_reason);
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         std::printf("--- request %zu (line %zu): %zu prompt tokens, %zu generated, %s\n", i, line.line,
                     req.prompt.size(), r.tokens.size(), runtime::finish_reason_name(r.finish_reason));
-        if (text) {
+        if (req.params.parse_output) {  // a conversation: the reply's content
+            std::fwrite(r.content.data(), 1, r.content.size(), stdout);
+        } else if (text) {
             std::fwrite(r.text.data(), 1, r.text.size(), stdout);
         } else {
             for (size_t k = 0; k < r.tokens.size(); ++k) std::printf("%s%d", k ? " " : "", r.tokens[k]);

@@ -8,7 +8,7 @@
 namespace hf2q::cli {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keeps the keys of messages and tools in order
 
 // An integer in [lo, 2^31); `what` names it in errors.
 int32_t int32_field(const json& v, const char* what, int64_t lo, size_t line) {
@@ -34,21 +34,43 @@ PromptLine from_object(const json& j, size_t line) {
             if (!v.is_array()) fail("prompts file line ", line, ": \"token_ids\" must be an array, not ", v.type_name());
             for (const json& id : v) p.token_ids.push_back(int32_field(id, "a token id", 0, line));
             if (p.token_ids.empty()) fail("prompts file line ", line, ": \"token_ids\" is empty");
+        } else if (key == "messages") {
+            if (!v.is_array() || v.empty())
+                fail("prompts file line ", line, ": \"messages\" must be a non-empty array, not ", v.dump());
+            for (const json& m : v)
+                if (!m.is_object()) fail("prompts file line ", line, ": a message must be an object, not ", m.dump());
+            p.messages = v;
+        } else if (key == "tools") {
+            if (!v.is_array()) fail("prompts file line ", line, ": \"tools\" must be an array, not ", v.type_name());
+            p.tools = v;
+        } else if (key == "enable_thinking") {
+            if (!v.is_boolean())
+                fail("prompts file line ", line, ": \"enable_thinking\" must be true or false, not ", v.dump());
+            p.enable_thinking = v.get<bool>();
         } else if (key == "n_predict") {
             p.n_predict = int32_field(v, "\"n_predict\"", -1, line);
         } else {
             fail("prompts file line ", line, ": unknown key \"", key,
-                 "\" (a request holds \"prompt\" or \"token_ids\", and optionally \"n_predict\")");
+                 "\" (a request holds \"prompt\", \"token_ids\" or \"messages\", and optionally "
+                 "\"n_predict\"; with messages \"enable_thinking\" and \"tools\")");
         }
     }
-    if (p.text.has_value() == !p.token_ids.empty())
-        fail("prompts file line ", line, ": give exactly one of \"prompt\" and \"token_ids\"");
+    const int forms = p.text.has_value() + !p.token_ids.empty() + p.messages.has_value();
+    if (forms != 1)
+        fail("prompts file line ", line, ": give exactly one of \"prompt\", \"token_ids\" and \"messages\"");
+    if (!p.messages && (p.tools || j.contains("enable_thinking")))
+        fail("prompts file line ", line, ": \"tools\" and \"enable_thinking\" go with \"messages\"");
     return p;
 }
 
 PromptLine parse_line(std::string_view s, size_t line) {
     const size_t first = s.find_first_not_of(" \t");
-    if (s[first] != '"' && s[first] != '{') return {line, std::string(s), {}, {}};
+    if (s[first] != '"' && s[first] != '{') {
+        PromptLine p;
+        p.line = line;
+        p.text = std::string(s);
+        return p;
+    }
     json j;
     try {
         j = json::parse(s);
@@ -56,7 +78,12 @@ PromptLine parse_line(std::string_view s, size_t line) {
         fail("prompts file line ", line, ": not valid JSON (", e.what(),
              "); a line that starts with '\"' or '{' is read as JSON");
     }
-    if (j.is_string()) return {line, j.get<std::string>(), {}, {}};
+    if (j.is_string()) {
+        PromptLine p;
+        p.line = line;
+        p.text = j.get<std::string>();
+        return p;
+    }
     if (j.is_object()) return from_object(j, line);
     fail("prompts file line ", line, ": a JSON line must be a string or an object, not ", j.type_name());
 }
