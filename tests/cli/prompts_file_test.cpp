@@ -38,6 +38,24 @@ TEST(PromptsFile, EveryLineForm) {
     EXPECT_EQ(*parse_prompts("\"\"")[0].text, "") << "an empty JSON string is a prompt (the BOS alone)";
 }
 
+TEST(PromptsFile, PerRequestSampling) {
+    const std::vector<PromptLine> p = parse_prompts(
+        "{\"prompt\": \"a\", \"temperature\": 0.5, \"top_k\": 40, \"top_p\": 0.9, \"min_p\": 0.05, \"seed\": "
+        "18446744073709551615, \"stop\": [\"\\n\", \"END\"]}\n"
+        "{\"prompt\": \"b\", \"stop\": \"x\", \"temperature\": 0}\n"
+        "{\"prompt\": \"c\"}\n");
+    ASSERT_EQ(p.size(), 3u);
+    EXPECT_EQ(*p[0].temperature, 0.5f);
+    EXPECT_EQ(*p[0].top_k, 40);
+    EXPECT_EQ(*p[0].top_p, 0.9f);
+    EXPECT_EQ(*p[0].min_p, 0.05f);
+    EXPECT_EQ(*p[0].seed, 18446744073709551615ull);
+    EXPECT_EQ(*p[0].stop, (std::vector<std::string>{"\n", "END"}));
+    EXPECT_EQ(*p[1].stop, std::vector<std::string>{"x"});
+    EXPECT_EQ(*p[1].temperature, 0.0f);
+    EXPECT_FALSE(p[2].temperature || p[2].top_k || p[2].top_p || p[2].min_p || p[2].seed || p[2].stop);
+}
+
 TEST(PromptsFile, Conversations) {
     const std::vector<PromptLine> p = parse_prompts(
         "{\"messages\": [{\"role\": \"system\", \"content\": \"Be terse.\"}, {\"role\": \"user\", \"content\": "
@@ -72,6 +90,13 @@ TEST(PromptsFile, BadLinesNameTheLineAndTheFault) {
         {"{\"messages\": [{}], \"tools\": {}}", "\"tools\" must be an array"},
         {"{\"prompt\": \"a\", \"enable_thinking\": false}", "go with \"messages\""},
         {"{\"prompt\": \"a\", \"tools\": []}", "go with \"messages\""},
+        {"{\"prompt\": \"a\", \"temperature\": \"hot\"}", "\"temperature\" must be a number, not \"hot\""},
+        {"{\"prompt\": \"a\", \"top_p\": 1e300}", "\"top_p\" 1e+300 is not a finite float"},
+        {"{\"prompt\": \"a\", \"top_k\": -1}", "\"top_k\" -1 is out of range [0, 2^31)"},
+        {"{\"prompt\": \"a\", \"seed\": -1}", "\"seed\" must be an integer in [0, 2^64), not -1"},
+        {"{\"prompt\": \"a\", \"seed\": 1.5}", "\"seed\" must be an integer"},
+        {"{\"prompt\": \"a\", \"stop\": 3}", "\"stop\" must be a string or an array of them, not 3"},
+        {"{\"prompt\": \"a\", \"stop\": [\"x\", 3]}", "a stop string must be a string, not 3"},
         {"{\"prompt\": \"a\", \"token_ids\": [1]}", "give exactly one of"},
         {"{\"token_ids\": []}", "\"token_ids\" is empty"},
         {"{\"token_ids\": 5}", "\"token_ids\" must be an array, not number"},

@@ -38,8 +38,9 @@ class CmdGeneratePrompts : public ::testing::Test {
     }
 };
 
-// Four requests (one with its own n_predict), two at once, sampled: each line equals
-// the request run alone with seed + its index, in request order.
+// Four requests (one with its own n_predict, one with its own seed and temperature),
+// two at once, sampled: each line equals the request run alone with seed + its index
+// (or its own settings), in request order.
 TEST_F(CmdGeneratePrompts, EachRequestEqualsItsRunAlone) {
     fixture();  // converts the model
     const std::string model = (fs::path(HF2Q_BINARY_DIR) / "test-models" / "generation-moe-f32.gguf").string();
@@ -48,7 +49,8 @@ TEST_F(CmdGeneratePrompts, EachRequestEqualsItsRunAlone) {
         std::ofstream f(file);
         for (size_t i = 0; i < fixture().prompts.size(); ++i) {
             f << "{\"token_ids\": [" << ids_text(fixture().prompts[i].ids, ", ") << "]"
-              << (i == 2 ? ", \"n_predict\": 3" : "") << "}\n";
+              << (i == 2 ? ", \"n_predict\": 3" : "") << (i == 3 ? ", \"seed\": 77, \"temperature\": 0.5" : "")
+              << "}\n";
             if (i == 0) f << "\n";  // a blank line is skipped
         }
     }
@@ -63,9 +65,9 @@ TEST_F(CmdGeneratePrompts, EachRequestEqualsItsRunAlone) {
         const nlohmann::json got = nlohmann::json::parse(line);
         EXPECT_EQ(got["index"], i);
         EXPECT_EQ(got["line"], i == 0 ? 1 : i + 2);
-        const std::string alone_args = "-m '" + model + "' -n " + (i == 2 ? "3" : "6") +
-                                       " --temp 0.9 -t 2 --json --seed " + std::to_string(40 + i) + " --token-ids " +
-                                       ids_text(fixture().prompts[i].ids, ",");
+        const std::string alone_args = "-m '" + model + "' -n " + (i == 2 ? "3" : "6") + " -t 2 --json " +
+                                       (i == 3 ? "--temp 0.5 --seed 77" : "--temp 0.9 --seed " + std::to_string(40 + i)) +
+                                       " --token-ids " + ids_text(fixture().prompts[i].ids, ",");
         const Result alone = run(alone_args);
         ASSERT_EQ(alone.code, 0);
         const nlohmann::json want = nlohmann::json::parse(alone.out);

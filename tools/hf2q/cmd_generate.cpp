@@ -289,7 +289,13 @@ std::vector<runtime::BatchRequest> batch_requests(const std::vector<PromptLine>&
         }
         if (r.prompt.empty()) fail("prompts file line ", l.line, ": the prompt is empty and the tokenizer adds no BOS");
         if (l.n_predict) r.params.n_predict = *l.n_predict;
-        r.params.sampler.seed = o.sampler.seed + reqs.size();
+        runtime::SamplerParams& sp = r.params.sampler;
+        sp.seed = l.seed ? *l.seed : o.sampler.seed + reqs.size();
+        if (l.temperature) sp.temperature = *l.temperature;
+        if (l.top_k) sp.top_k = *l.top_k;
+        if (l.top_p) sp.top_p = *l.top_p;
+        if (l.min_p) sp.min_p = *l.min_p;
+        if (l.stop) r.params.stop = *l.stop;
         reqs.push_back(std::move(r));
     }
     return reqs;

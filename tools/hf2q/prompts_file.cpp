@@ -1,5 +1,6 @@
 #include "prompts_file.h"
 
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,43 @@ int32_t int32_field(const json& v, const char* what, int64_t lo, size_t line) {
     if (x < lo || x > std::numeric_limits<int32_t>::max())
         fail("prompts file line ", line, ": ", what, " ", x, " is out of range [", lo, ", 2^31)");
     return static_cast<int32_t>(x);
+}
+
+// A finite number that fits a float.
+float float_field(const json& v, const char* key, size_t line) {
+    if (!v.is_number()) fail("prompts file line ", line, ": \"", key, "\" must be a number, not ", v.dump());
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || std::fabs(x) > std::numeric_limits<float>::max())
+        fail("prompts file line ", line, ": \"", key, "\" ", x, " is not a finite float");
+    return static_cast<float>(x);
+}
+
+// A request's own sampling setting; false where `key` is none of them. Ranges are
+// checked with the request (runtime::validate), as the command line's are.
+bool sampling_field(const std::string& key, const json& v, PromptLine& p, size_t line) {
+    if (key == "temperature" || key == "top_p" || key == "min_p") {
+        const float x = float_field(v, key.c_str(), line);
+        (key == "temperature" ? p.temperature : key == "top_p" ? p.top_p : p.min_p) = x;
+    } else if (key == "top_k") {
+        p.top_k = int32_field(v, "\"top_k\"", 0, line);
+    } else if (key == "seed") {
+        if (!v.is_number_unsigned())
+            fail("prompts file line ", line, ": \"seed\" must be an integer in [0, 2^64), not ", v.dump());
+        p.seed = v.get<uint64_t>();
+    } else if (key == "stop") {
+        std::vector<std::string> stop;
+        if (v.is_string()) stop.push_back(v.get<std::string>());
+        for (const json& s : v.is_array() ? v : json::array()) {
+            if (!s.is_string()) fail("prompts file line ", line, ": a stop string must be a string, not ", s.dump());
+            stop.push_back(s.get<std::string>());
+        }
+        if (!v.is_string() && !v.is_array())
+            fail("prompts file line ", line, ": \"stop\" must be a string or an array of them, not ", v.dump());
+        p.stop = std::move(stop);
+    } else {
+        return false;
+    }
+    return true;
 }
 
 PromptLine from_object(const json& j, size_t line) {
@@ -49,10 +87,11 @@ PromptLine from_object(const json& j, size_t line) {
             p.enable_thinking = v.get<bool>();
         } else if (key == "n_predict") {
             p.n_predict = int32_field(v, "\"n_predict\"", -1, line);
-        } else {
+        } else if (!sampling_field(key, v, p, line)) {
             fail("prompts file line ", line, ": unknown key \"", key,
-                 "\" (a request holds \"prompt\", \"token_ids\" or \"messages\", and optionally "
-                 "\"n_predict\"; with messages \"enable_thinking\" and \"tools\")");
+                 "\" (a request holds \"prompt\", \"token_ids\" or \"messages\", and optionally \"n_predict\", "
+                 "\"temperature\", \"top_k\", \"top_p\", \"min_p\", \"seed\", \"stop\"; with messages "
+                 "\"enable_thinking\" and \"tools\")");
         }
     }
     const int forms = p.text.has_value() + !p.token_ids.empty() + p.messages.has_value();

@@ -10,9 +10,11 @@
 //
 // A line is JSON when its first non-blank character is '"' or '{'; blank lines are
 // skipped. An object holds exactly one of "prompt", "token_ids" and "messages", and
-// optionally "n_predict" (that request's tokens to generate, instead of -n); with
-// "messages" also "enable_thinking" (a boolean) and "tools" (an array); any other key
-// is an error. Errors name the line.
+// optionally "n_predict" (that request's tokens to generate, instead of -n) and that
+// request's sampling settings instead of the command line's: "temperature", "top_k",
+// "top_p", "min_p", "seed" (the request's own, not --seed + its index) and "stop" (a
+// string or an array of them); with "messages" also "enable_thinking" (a boolean) and
+// "tools" (an array); any other key is an error. Errors name the line.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +35,11 @@ struct PromptLine {
     std::optional<nlohmann::ordered_json> tools;     // with messages: the tools declared
     bool enable_thinking = false;                    // with messages
     std::optional<int32_t> n_predict;
+    // The request's own sampling settings (unset: the command line's).
+    std::optional<float> temperature, top_p, min_p;
+    std::optional<int32_t> top_k;
+    std::optional<uint64_t> seed;
+    std::optional<std::vector<std::string>> stop;
 };
 
 // Throws hf2q::Error ("prompts file line N: ...") on a malformed line, and when the
