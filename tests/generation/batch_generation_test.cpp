@@ -88,7 +88,8 @@ TEST(BatchGeneration, GreedyRequestsGetWhatTheyGetAlone) {
             const std::string where =
                 std::to_string(n_parallel) + " at once, steps of " + std::to_string(step_tokens);
             ASSERT_EQ(got.size(), reqs.size()) << where;
-            for (size_t i = 0; i < reqs.size(); ++i) expect_same(got[i], want[i], where + ", request " + std::to_string(i));
+            for (size_t i = 0; i < reqs.size(); ++i)
+                expect_same(got[i], want[i], where + ", request " + std::to_string(i));
             EXPECT_EQ(done_order.size(), reqs.size()) << where;
             EXPECT_EQ(gen.stats().max_running, n_parallel) << where;
             EXPECT_EQ(gen.stats().generated_tokens, 12 * static_cast<int64_t>(reqs.size())) << where;
@@ -98,7 +99,8 @@ TEST(BatchGeneration, GreedyRequestsGetWhatTheyGetAlone) {
             if (n_parallel == 1) {  // one request at a time: its prompt in steps of step_tokens, then 11 steps
                 int64_t steps = 0;
                 const int64_t chunk = step_tokens > 0 ? step_tokens : ctx->options().n_ubatch;
-                for (const BatchRequest& r : reqs) steps += (static_cast<int64_t>(r.prompt.size()) + chunk - 1) / chunk + 11;
+                for (const BatchRequest& r : reqs)
+                    steps += (static_cast<int64_t>(r.prompt.size()) + chunk - 1) / chunk + 11;
                 EXPECT_EQ(gen.stats().steps, steps) << where;
             }
             for (int32_t s = 0; s < n_parallel; ++s) EXPECT_EQ(ctx->seq_length(s), 0) << where;
@@ -199,7 +201,8 @@ TEST(BatchGeneration, RequestsWaitForRoomInTheKvCache) {
     BatchGenerator gen(*ctx, nullptr);
     const std::vector<GenerationResult> got = gen.run(reqs, {});
     EXPECT_EQ(gen.stats().max_running, 2);
-    for (size_t i = 0; i < reqs.size(); ++i) expect_same(got[i], alone(reqs[i], nullptr), "request " + std::to_string(i));
+    for (size_t i = 0; i < reqs.size(); ++i)
+        expect_same(got[i], alone(reqs[i], nullptr), "request " + std::to_string(i));
 
     reqs.push_back({fixture().prompts[3].ids, greedy(12)});  // 52 tokens
     try {
@@ -259,7 +262,8 @@ TEST(BatchGeneration, SharedPrefixIsPrefilledOnce) {
     o.share_prefix = true;
     const std::vector<GenerationResult> got = gen.run(reqs, o);
     EXPECT_EQ(gen.stats().shared_prefix, 38) << "each request keeps a token of its own";
-    for (size_t i = 0; i < reqs.size(); ++i) expect_same(got[i], alone(reqs[i], nullptr), "request " + std::to_string(i));
+    for (size_t i = 0; i < reqs.size(); ++i)
+        expect_same(got[i], alone(reqs[i], nullptr), "request " + std::to_string(i));
     // Nothing to share: one request, or prompts that differ from the first token.
     EXPECT_EQ((gen.run({reqs[1]}, o), gen.stats().shared_prefix), 0);
     EXPECT_EQ((gen.run({reqs[1], {{7, 8, 9, 10, 11, 12}, greedy(2)}}, o), gen.stats().shared_prefix), 0);

@@ -65,8 +65,8 @@ TEST_F(CmdGeneratePrompts, EachRequestEqualsItsRunAlone) {
         const nlohmann::json got = nlohmann::json::parse(line);
         EXPECT_EQ(got["index"], i);
         EXPECT_EQ(got["line"], i == 0 ? 1 : i + 2);
-        const std::string alone_args = "-m '" + model + "' -n " + (i == 2 ? "3" : "6") + " -t 2 --json " +
-                                       (i == 3 ? "--temp 0.5 --seed 77" : "--temp 0.9 --seed " + std::to_string(40 + i)) +
+        const std::string sampling = i == 3 ? "--temp 0.5 --seed 77" : "--temp 0.9 --seed " + std::to_string(40 + i);
+        const std::string alone_args = "-m '" + model + "' -n " + (i == 2 ? "3" : "6") + " -t 2 --json " + sampling +
                                        " --token-ids " + ids_text(fixture().prompts[i].ids, ",");
         const Result alone = run(alone_args);
         ASSERT_EQ(alone.code, 0);
@@ -116,7 +116,8 @@ TEST_F(CmdGeneratePrompts, ConversationsUseTheChatTemplate) {
 
 TEST_F(CmdGeneratePrompts, RefusesBadCombinations) {
     fixture();
-    const std::string m = "-m '" + (fs::path(HF2Q_BINARY_DIR) / "test-models" / "generation-moe-f32.gguf").string() + "' ";
+    const fs::path model = fs::path(HF2Q_BINARY_DIR) / "test-models" / "generation-moe-f32.gguf";
+    const std::string m = "-m '" + model.string() + "' ";
     const fs::path file = fs::path(HF2Q_BINARY_DIR) / "test-models" / "prompts-cli-bad.txt";
     std::ofstream(file) << "text needs a tokenizer\n";
     for (const std::string& args :

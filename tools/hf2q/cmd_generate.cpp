@@ -314,7 +314,8 @@ void print_batch_result(size_t i, const PromptLine& line, const runtime::BatchRe
             j["content"] = r.content;
             j["reasoning"] = r.reasoning;
             nlohmann::json calls = nlohmann::json::array();
-            for (const runtime::ToolCall& c : r.tool_calls) calls.push_back({{"name", c.name}, {"arguments", c.arguments}});
+            for (const runtime::ToolCall& c : r.tool_calls)
+                calls.push_back({{"name", c.name}, {"arguments", c.arguments}});
             j["tool_calls"] = calls;
         }
         j["finish_reason"] = runtime::finish_reason_name(r.finish_reason);
@@ -385,7 +386,8 @@ int run_prompts(const GenerateOptions& o) {
                  "       %lld prompt tokens decoded (a shared prefix of %d once), %lld generated\n"
                  "       %.2f generated tokens/s, %.2f tokens/s in all\n",
                  reqs.size(), st.max_running, n_parallel, static_cast<long long>(st.steps), st.seconds,
-                 static_cast<long long>(st.prompt_tokens), st.shared_prefix, static_cast<long long>(st.generated_tokens),
+                 static_cast<long long>(st.prompt_tokens), st.shared_prefix,
+                 static_cast<long long>(st.generated_tokens),
                  st.seconds > 0 ? static_cast<double>(st.generated_tokens) / st.seconds : 0.0,
                  st.seconds > 0 ? static_cast<double>(st.generated_tokens + st.prompt_tokens) / st.seconds : 0.0);
     return 0;

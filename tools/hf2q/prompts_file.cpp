@@ -69,7 +69,8 @@ PromptLine from_object(const json& j, size_t line) {
             if (!v.is_string()) fail("prompts file line ", line, ": \"prompt\" must be a string, not ", v.type_name());
             p.text = v.get<std::string>();
         } else if (key == "token_ids") {
-            if (!v.is_array()) fail("prompts file line ", line, ": \"token_ids\" must be an array, not ", v.type_name());
+            if (!v.is_array())
+                fail("prompts file line ", line, ": \"token_ids\" must be an array, not ", v.type_name());
             for (const json& id : v) p.token_ids.push_back(int32_field(id, "a token id", 0, line));
             if (p.token_ids.empty()) fail("prompts file line ", line, ": \"token_ids\" is empty");
         } else if (key == "messages") {

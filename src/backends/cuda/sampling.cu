@@ -293,7 +293,8 @@ __global__ void __launch_bounds__(kTopkThreads)
     for (int t = static_cast<int>(threadIdx.x); t < kTopkKeys; t += kTopkThreads)
         s[t] = t < n_lists * k ? src[t] : 0;
     uint32_t flags = 0;
-    for (int t = static_cast<int>(threadIdx.x); t < n_lists; t += kTopkThreads) flags |= in.flags[r * in_lists + first + t];
+    for (int t = static_cast<int>(threadIdx.x); t < n_lists; t += kTopkThreads)
+        flags |= in.flags[r * in_lists + first + t];
     flags = block_flags(flags);
     bitonic_desc(s);
     if (gridDim.x > 1) {  // another level follows

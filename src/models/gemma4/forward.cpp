@@ -87,7 +87,8 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
     topk_ids_ = be.alloc_array<int32_t>(sz(kHeadChunk * ops::kTopkMax));
     topk_values_ = be.alloc_array<float>(sz(kHeadChunk * ops::kTopkMax));
     topk_status_ = be.alloc_array<int32_t>(sz(kHeadChunk));
-    if (const size_t bytes = be.topk_rows_scratch_bytes(kHeadChunk, c.n_vocab); bytes > 0) topk_scratch_ = be.alloc(bytes);
+    if (const size_t bytes = be.topk_rows_scratch_bytes(kHeadChunk, c.n_vocab); bytes > 0)
+        topk_scratch_ = be.alloc(bytes);
     fed_tokens_ = be.alloc_array<int32_t>(sz(T));
     auto place = [&](const std::vector<float>& v) {
         if (v.empty()) return static_cast<float*>(nullptr);
