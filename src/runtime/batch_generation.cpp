@@ -30,7 +30,6 @@ struct Slot {
     bool has_pending = false;  // `pending` is the generated token the next step decodes
     int32_t pending = 0;
     bool fed = false;        // the unread step's token went into the step after it on the device
-    int64_t reserved = 0;    // KV cache tokens set aside for it
     Clock::time_point admitted, first_token;
 };
 
@@ -110,9 +109,7 @@ struct ClearSequences {
 }  // namespace
 
 BatchGenerator::BatchGenerator(Context& ctx, const tokenizer::Tokenizer* tok) : ctx_(ctx), tok_(tok) {
-    if (tok && tok->n_tokens() != ctx.n_vocab())
-        fail("batch generator: tokenizer has ", tok->n_tokens(), " tokens but the model's vocabulary has ",
-             ctx.n_vocab());
+    check_tokenizer(ctx, tok, "batch generator");
 }
 
 // One run of BatchGenerator::run over validated requests.
@@ -195,7 +192,6 @@ class BatchGenerator::Run {
         sl.pos = plan_.shared;
         sl.has_pending = sl.fed = false;
         if (plan_.shared > 0) ctx_.seq_fork(prefix_seq(), s);
-        sl.reserved = plan_.need[i];
         sl.admitted = Clock::now();
         reserved_ += plan_.need[i];
         prefilling_.push_back(s);
@@ -338,7 +334,7 @@ class BatchGenerator::Run {
         r.gen_seconds = generated ? seconds_between(sl.first_token, now) : 0.0;
         stats_.generated_tokens += static_cast<int64_t>(r.tokens.size());
         ctx_.seq_remove(s);
-        reserved_ -= sl.reserved;
+        reserved_ -= plan_.need[sl.request];
         const size_t i = sl.request;
         sl.request = kNone;
         sl.out.reset();

@@ -53,9 +53,7 @@ Generator::Generator(Context& ctx, const tokenizer::Tokenizer* tok, int32_t seq)
     if (seq < 0 || seq >= ctx.options().n_seq_max)
         fail("generator: sequence ", seq, " out of range (context has ", ctx.options().n_seq_max,
              ")");
-    if (tok && tok->n_tokens() != ctx.n_vocab())
-        fail("generator: tokenizer has ", tok->n_tokens(),
-             " tokens but the model's vocabulary has ", ctx.n_vocab());
+    check_tokenizer(ctx, tok, "generator");
     // The sequence may hold tokens we know nothing about: start clean.
     if (ctx_.seq_length(seq_) > 0) ctx_.seq_remove(seq_);
 }

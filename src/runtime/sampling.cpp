@@ -18,6 +18,15 @@ bool higher(const TokenLogit& a, const TokenLogit& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
+// Whether the penalty settings change any logit they are applied to; penalties_active:
+// and a window of tokens is kept for them.
+bool penalties_change_logits(const SamplerParams& p) {
+    return p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+bool penalties_active(const SamplerParams& p) {
+    return p.penalty_last_n != 0 && penalties_change_logits(p);
+}
+
 void check_logit(float v, int64_t id) {
     if (std::isnan(v)) fail("sampler: logit of token ", id, " is NaN");
     if (v == std::numeric_limits<float>::infinity())
@@ -78,16 +87,12 @@ void validate(const SamplerParams& p) {
 // keep the best one) and draws it with probability 1; only the PRNG state differs,
 // which no later greedy step reads.
 bool is_greedy(const SamplerParams& p) {
-    const bool penalties = p.penalty_last_n != 0 && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
-                                                     p.frequency_penalty != 0.0f);
-    return (p.temperature == 0.0f || p.top_k == 1) && !penalties && p.logit_bias.empty();
+    return (p.temperature == 0.0f || p.top_k == 1) && !penalties_active(p) && p.logit_bias.empty();
 }
 
 int32_t device_top_k(const SamplerParams& p) {
-    const bool penalties = p.penalty_last_n != 0 && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
-                                                     p.frequency_penalty != 0.0f);
     const bool top_k_only = p.temperature > 0.0f && p.top_k >= 1 && p.top_k <= kMaxTopK;
-    return top_k_only && !penalties && p.logit_bias.empty() ? p.top_k : 0;
+    return top_k_only && !penalties_active(p) && p.logit_bias.empty() ? p.top_k : 0;
 }
 
 void Rng::reseed(uint64_t seed) {
@@ -116,9 +121,7 @@ uint64_t Rng::next_u64() {
 
 void apply_penalties(float* logits, int64_t n_vocab, std::span<const int32_t> window,
                      const SamplerParams& p, std::vector<int32_t>& scratch) {
-    const bool active =
-        p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-    if (!active || window.empty()) return;
+    if (!penalties_change_logits(p) || window.empty()) return;
     scratch.assign(window.begin(), window.end());
     std::sort(scratch.begin(), scratch.end());
     for (size_t i = 0; i < scratch.size();) {
@@ -322,9 +325,7 @@ void Sampler::reset() {
 int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
     check_vocab(n_vocab);
     const std::span<const int32_t> window = history();
-    const bool penalise =
-        !window.empty() && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                            params_.frequency_penalty != 0.0f);
+    const bool penalise = !window.empty() && penalties_change_logits(params_);
     const float* src = logits;
     if (penalise || !params_.logit_bias.empty()) {
         work_.assign(logits, logits + n_vocab);  // reuses capacity after the first call

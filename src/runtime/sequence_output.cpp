@@ -67,6 +67,11 @@ void TextStream::dispatch(const std::vector<OutputEvent>& events) {
     }
 }
 
+void check_tokenizer(const Context& ctx, const tokenizer::Tokenizer* tok, const char* what) {
+    if (tok && tok->n_tokens() != ctx.n_vocab())
+        fail(what, ": tokenizer has ", tok->n_tokens(), " tokens but the model's vocabulary has ", ctx.n_vocab());
+}
+
 void check_request(const Context& ctx, const tokenizer::Tokenizer* tok, const std::vector<int32_t>& prompt,
                    const GenerationParams& params, bool text_callbacks, const std::string& what) {
     if (prompt.empty()) fail(what, ": the prompt has no tokens");

@@ -43,6 +43,10 @@ class TextStream {
     GenerationResult& result_;
 };
 
+// Throws hf2q::Error (prefixed with `what`) unless `tok` (may be null) has ctx's
+// vocabulary size.
+void check_tokenizer(const Context& ctx, const tokenizer::Tokenizer* tok, const char* what);
+
 // Throws hf2q::Error (prefixed with `what`) when a request cannot run on ctx: an
 // empty prompt, one longer than the context, ids outside the vocabulary, stop
 // strings or text callbacks without a tokenizer, bad sampler parameters.

@@ -35,6 +35,19 @@ std::vector<int32_t> logits_argmax(const Context& ctx) {
     return ids;
 }
 
+// The next step of the paired sequences: sequence s (of P = last.size()) and P + s each
+// take token last[s] at their next position.
+void next_step(const Context& ctx, const std::vector<int32_t>& last, std::vector<BatchToken>& a,
+               std::vector<BatchToken>& b) {
+    const auto P = static_cast<int32_t>(last.size());
+    a.clear();
+    b.clear();
+    for (int32_t s = 0; s < P; ++s) {
+        a.push_back({last[static_cast<size_t>(s)], s, ctx.seq_length(s), true});
+        b.push_back({last[static_cast<size_t>(s)], P + s, ctx.seq_length(P + s), true});
+    }
+}
+
 // Sequences 0 .. P-1 run every batch with logits, sequences P .. 2P-1 the same batch
 // with argmax (same tokens and positions, so the same arithmetic). Each step feeds every
 // sequence pair the argmax of its last output. n_ubatch 16 splits the prompts into
@@ -61,12 +74,7 @@ void expect_argmax_equals_logits_argmax(const Fixture& fx, ContextOptions o, int
             EXPECT_EQ(got, want[static_cast<size_t>(i)]) << "step " << step << " output " << i;
             last[static_cast<size_t>(b[static_cast<size_t>(i)].seq - P)] = got;
         }
-        a.clear();
-        b.clear();
-        for (int32_t s = 0; s < P; ++s) {
-            a.push_back({last[static_cast<size_t>(s)], s, ctx->seq_length(s), true});
-            b.push_back({last[static_cast<size_t>(s)], P + s, ctx->seq_length(P + s), true});
-        }
+        next_step(*ctx, last, a, b);
     }
 }
 
@@ -213,12 +221,7 @@ void expect_top_k_equals_logits_top_k(const Fixture& fx, ContextOptions o, int32
                 }
                 last[static_cast<size_t>(b[static_cast<size_t>(i)].seq - P)] = got[0].id;
             }
-            a.clear();
-            b.clear();
-            for (int32_t s = 0; s < P; ++s) {
-                a.push_back({last[static_cast<size_t>(s)], s, ctx->seq_length(s), true});
-                b.push_back({last[static_cast<size_t>(s)], P + s, ctx->seq_length(P + s), true});
-            }
+            next_step(*ctx, last, a, b);
         }
     }
 }

@@ -361,18 +361,18 @@ int run_prompts(const GenerateOptions& o) {
     auto ctx = make_context(*model, o, 0, n_parallel + (share ? 1 : 0), n_ctx);
     runtime::BatchGenerator gen(*ctx, tp);
 
-    std::vector<const runtime::GenerationResult*> done(reqs.size(), nullptr);
-    std::vector<runtime::GenerationResult> kept(reqs.size());
+    std::vector<std::optional<runtime::GenerationResult>> done(reqs.size());  // until printed
     size_t printed = 0;
     // A bar on stderr while the results go to a file (on a terminal they show the progress).
     Progress progress("generate", reqs.size(), "requests", isatty(fileno(stdout)) == 0);
     runtime::BatchCallbacks cb;
     cb.on_done = [&](size_t i, const runtime::GenerationResult& r) {
         progress.add(1);
-        kept[i] = r;
-        done[i] = &kept[i];
-        for (; printed < reqs.size() && done[printed]; ++printed)
+        done[i] = r;
+        for (; printed < reqs.size() && done[printed]; ++printed) {
             print_batch_result(printed, lines[printed], reqs[printed], *done[printed], tp != nullptr, o.json);
+            done[printed].reset();
+        }
     };
     runtime::BatchOptions bo;
     bo.n_parallel = n_parallel;
