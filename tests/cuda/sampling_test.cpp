@@ -175,9 +175,9 @@ TEST_F(CudaSampling, ArgmaxRowsZeroRowsAndBadParams) {
 }
 
 // topk_rows on the device: rows of every kind (ties, signed zeros, -inf, NaN, +inf,
-// subnormals) at lengths within one segment of 2,048 values, across two and three
-// segments, and Gemma 4's vocabulary (64 rows: a batched decode step), with strides
-// and offsets, k from 1 to 256 (1, 2, 3 or more merge levels); every entry and status
+// subnormals) at lengths within one block of 8,192 values (one launch), across two and
+// three blocks, and Gemma 4's vocabulary (64 rows: a batched decode step), with strides
+// and offsets, k from 1 to 256 (one, two or three levels); every entry and status
 // against the contract (full sort) and the CPU reference. The outputs hold sentinels
 // past the last row.
 namespace {
@@ -243,7 +243,7 @@ void check_topk(ops::Backend& gpu, ops::Backend& cpu, int64_t rows, int64_t n, i
 
 TEST_F(CudaSampling, TopkRowsGrid) {
     for (int32_t k : {1, 2, 7, 64, 255, 256})
-        for (int64_t n : {1, 3, 31, 256, 2047, 2048, 2049, 4097, 6145})
+        for (int64_t n : {1, 3, 31, 256, 2049, 8191, 8192, 8193, 16385, 24577})
             for (int64_t offset : {0, 1})
                 check_topk(*gpu, *cpu, 2 * kKinds, n, n + 3 * offset, offset, k, uint64_t(n * 5 + k + offset));
 }
@@ -251,7 +251,8 @@ TEST_F(CudaSampling, TopkRowsGrid) {
 TEST_F(CudaSampling, TopkRowsFullVocabulary) {
     for (int32_t k : {1, 40, 64, 256}) check_topk(*gpu, *cpu, 64, 262144, 262144, 0, k, uint64_t(k));
     check_topk(*gpu, *cpu, 3, 262147, 262151, 1, 64, 3);
-    check_topk(*gpu, *cpu, 2, 1 << 20, 1 << 20, 0, 256, 4);  // 512 segments: three merge levels
+    check_topk(*gpu, *cpu, 2, 1 << 20, 1 << 20, 0, 256, 4);  // 128 blocks, then 4, then 1: three levels
+    check_topk(*gpu, *cpu, 2, 1 << 20, 1 << 20, 0, 1, 5);    // 128 blocks, then 1
 }
 
 TEST_F(CudaSampling, TopkRowsZeroRowsAndBadParams) {

@@ -201,19 +201,27 @@ int threads_for(int64_t n) {
 // Every value becomes a 64-bit key that orders (value descending, index ascending) as
 // one unsigned integer: the value's bits mapped to an order-preserving uint32 (-0.0 as
 // +0.0, so the two tie as floats do) above 2^32 - 1 - index. NaN and padding are key
-// 0, below every real value (-inf's key is 0x007FFFFF'xxxxxxxx). Keys are unique, so
-// the k largest are one set whatever the order of work, and sorting them gives the
+// 0, below every real value (-inf's key is 0x007FFFFF'xxxxxxxx). Real keys are unique,
+// so the k largest are one set whatever the order of work, and sorting them gives the
 // host sampler's order exactly.
 //
-// topk_segments_kernel: block (segment, row) sorts the 2,048 keys of its segment
-// (bitonic, in shared memory) and writes its k largest as a list, with a flag word
-// (bit 0: a NaN, bit 1: +inf). topk_merge_kernel: block (group, row) sorts the keys
-// of up to 2,048 / k lists of the level below and writes the group's k largest as one
-// list, its flags OR-ed, until one list a row is left; that last launch writes the
-// ids, values (read back from the row) and status. Deterministic: every level a fixed
-// grouping, no atomics but the count of the final list's real keys.
-constexpr int kTopkThreads = 256;
-constexpr int kTopkKeys = 2048;  // keys a block sorts
+// topk_select_kernel: block (group, row) holds up to 8,192 keys in registers (32 a
+// thread), finds its k-th largest key by a radix select (a byte at a time from the top,
+// a 256-bin shared histogram a pass, stopping as soon as the chosen bin holds exactly
+// the keys still wanted: three or four passes on logits) and keeps the keys at or above
+// it. Level 0 reads a segment of the row's values; every later level reads the lists
+// of the level below, 8,192 / k of them a block. The block of a level with one group
+// sorts its k keys (bitonic, 256 entries) and writes ids, values and status. Gemma 4's
+// 262,144 logits: 32 segments, then one block a row; two launches for any k. Session
+// 39's first version sorted every 2,048-value segment whole and merged lists in seven
+// more launches: 68 µs for one row, 890 µs for 64 (the H200, k 64).
+// Flags (bit 0: a NaN, bit 1: +inf) are OR-ed from level to level. Deterministic: a
+// fixed grouping; the atomics only count (histograms, list slots), and the set a block
+// keeps does not depend on the order of its slots.
+constexpr int kTopkThreads = 256;  // = the histogram's bins: one bin a thread
+constexpr int kTopkPer = 32;       // keys a thread holds
+constexpr int kTopkKeys = kTopkThreads * kTopkPer;
+static_assert(ops::kTopkMax == kTopkThreads, "the final sort holds kTopkMax keys, one a thread");
 
 __device__ __forceinline__ uint64_t topk_key(float v, int32_t i) {
     uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
@@ -228,12 +236,85 @@ __device__ __forceinline__ uint32_t block_flags(uint32_t f) {
     return nan | (__syncthreads_or(static_cast<int>(f & 2u)) ? 2u : 0u);
 }
 
-// Sorts the block's kTopkKeys keys in s into descending order.
+struct TopkShared {
+    uint32_t hist[kTopkThreads];
+    uint64_t top[ops::kTopkMax];  // the block's k largest keys, then zeros
+    uint32_t warp_sums[kTopkThreads / 32];
+    uint32_t digit, need, bin;
+    int32_t count;
+};
+
+// Inclusive sum of v over the block's threads in thread order, in every thread.
+__device__ __forceinline__ uint32_t block_inclusive_sum(uint32_t v, TopkShared& sh) {
+    const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+    for (int off = 1; off < 32; off <<= 1) {
+        const uint32_t o = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off) v += o;
+    }
+    if (lane == 31) sh.warp_sums[warp] = v;
+    __syncthreads();
+    for (int w = 0; w < warp; ++w) v += sh.warp_sums[w];
+    return v;
+}
+
+// Leaves the block's k largest keys in sh.top[0, k) (in no order) and zeros in
+// sh.top[k, kTopkMax). Every block holds kTopkKeys >= k keys (padding is key 0), so
+// the k-th largest exists; only key 0 repeats, and repeats of it are interchangeable.
+__device__ void select_top(const uint64_t (&key)[kTopkPer], int32_t k, TopkShared& sh) {
+    const int t = static_cast<int>(threadIdx.x);
+    uint64_t prefix = 0, mask = 0;
+    uint32_t need = static_cast<uint32_t>(k);
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        sh.hist[t] = 0;
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < kTopkPer; ++j) {
+            const bool in = (key[j] & mask) == prefix;
+            if (!__any_sync(0xffffffffu, in)) continue;
+            // Lanes of one digit add once: logits crowd a few top-byte bins.
+            const uint32_t d = static_cast<uint32_t>(key[j] >> shift) & 0xFFu;
+            const uint32_t peers = __match_any_sync(0xffffffffu, in ? d : 0x100u);
+            if (in && (peers & ((1u << (t & 31)) - 1u)) == 0) atomicAdd(&sh.hist[d], __popc(peers));
+        }
+        __syncthreads();
+        // Thread t reads bin 255 - t; ge counts the keys in that bin and above it.
+        const uint32_t here = sh.hist[255 - t], ge = block_inclusive_sum(here, sh);
+        if (ge >= need && ge - here < need) {
+            sh.digit = static_cast<uint32_t>(255 - t);
+            sh.need = need - (ge - here);
+            sh.bin = here;
+        }
+        __syncthreads();
+        prefix |= static_cast<uint64_t>(sh.digit) << shift;
+        mask |= 0xFFull << shift;
+        need = sh.need;
+        // Every key with this prefix is wanted: the keys >= prefix are the k largest.
+        // (The next pass writes sh.digit only after two more barriers.)
+        if (sh.bin == need) break;
+    }
+    // Keys above prefix, then keys equal to it (repeats only of key 0) in what is left.
+    if (t == 0) sh.count = 0;
+    sh.top[t] = 0;
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kTopkPer; ++j)
+        if (key[j] > prefix) sh.top[atomicAdd(&sh.count, 1)] = key[j];
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kTopkPer; ++j)
+        if (key[j] == prefix) {
+            const int slot = atomicAdd(&sh.count, 1);
+            if (slot < k) sh.top[slot] = key[j];
+        }
+    __syncthreads();
+}
+
+// Sorts sh.top into descending order, one entry a thread.
 __device__ void bitonic_desc(uint64_t* s) {
-    for (int size = 2; size <= kTopkKeys; size <<= 1) {
+    const int t = static_cast<int>(threadIdx.x);
+    for (int size = 2; size <= kTopkThreads; size <<= 1) {
         for (int stride = size / 2; stride > 0; stride >>= 1) {
-            __syncthreads();
-            for (int t = static_cast<int>(threadIdx.x); t < kTopkKeys / 2; t += kTopkThreads) {
+            if (t < kTopkThreads / 2) {
                 const int i = 2 * t - (t & (stride - 1)), j = i + stride;
                 const bool desc = (i & size) == 0;
                 const uint64_t a = s[i], b = s[j];
@@ -242,9 +323,9 @@ __device__ void bitonic_desc(uint64_t* s) {
                     s[j] = a;
                 }
             }
+            __syncthreads();
         }
     }
-    __syncthreads();
 }
 
 // One level's lists: [rows][lists][k] keys, then [rows][lists] flag words.
@@ -253,78 +334,73 @@ struct TopkLevel {
     uint32_t* flags;
 };
 
+// What a level reads: the row's values (level 0) or the lists of the level below.
+struct TopkSource {
+    const float* x;
+    int64_t stride;
+    int32_t n;
+    TopkLevel lists;
+    int32_t n_lists;
+};
+
+template <bool kFromValues>
 __global__ void __launch_bounds__(kTopkThreads)
-    topk_segments_kernel(const float* x, int64_t stride, int32_t n, int32_t k, TopkLevel out) {
-    __shared__ uint64_t s[kTopkKeys];
+    topk_select_kernel(TopkSource src, int32_t k, TopkLevel out, ops::TopkRowsParams p) {
+    __shared__ TopkShared sh;
     pdl_begin();
     const int64_t r = blockIdx.y;
-    const int32_t seg = static_cast<int32_t>(blockIdx.x), lists = static_cast<int32_t>(gridDim.x);
-    const float* row = x + r * stride;
+    const int32_t group = static_cast<int32_t>(blockIdx.x), t = static_cast<int32_t>(threadIdx.x);
+    uint64_t key[kTopkPer];
     uint32_t flags = 0;
-    for (int t = static_cast<int>(threadIdx.x); t < kTopkKeys; t += kTopkThreads) {
-        const int32_t i = seg * kTopkKeys + t;
-        uint64_t key = 0;
-        if (i < n) {
-            const float v = __ldg(row + i);
-            if (isnan(v)) {
-                flags |= 1u;
-            } else {
-                flags |= v == INFINITY ? 2u : 0u;
-                key = topk_key(v, i);
-            }
+    if constexpr (kFromValues) {
+        const float* row = src.x + r * src.stride;
+        const int32_t base = group * kTopkKeys + t;  // < n <= 2^31 - 1: no overflow below
+#pragma unroll
+        for (int j = 0; j < kTopkPer; ++j) {
+            const int64_t i = static_cast<int64_t>(base) + j * kTopkThreads;
+            const float v = i < src.n ? __ldg(row + i) : 0.0f;
+            const bool nan = isnan(v);
+            flags |= (nan ? 1u : 0u) | (v == INFINITY ? 2u : 0u);
+            key[j] = i < src.n && !nan ? topk_key(v, static_cast<int32_t>(i)) : 0;
         }
-        s[t] = key;
+    } else {
+        const int32_t per = kTopkKeys / k, first = group * per, lists = min(per, src.n_lists - first);
+        const uint64_t* keys = src.lists.keys + (r * src.n_lists + first) * k;
+#pragma unroll
+        for (int j = 0; j < kTopkPer; ++j) {
+            const int32_t i = t + j * kTopkThreads;
+            key[j] = i < lists * k ? keys[i] : 0;
+        }
+        for (int32_t i = t; i < lists; i += kTopkThreads) flags |= src.lists.flags[r * src.n_lists + first + i];
     }
     flags = block_flags(flags);
-    bitonic_desc(s);
-    uint64_t* dst = out.keys + (r * lists + seg) * k;
-    for (int t = static_cast<int>(threadIdx.x); t < k; t += kTopkThreads) dst[t] = s[t];
-    if (threadIdx.x == 0) out.flags[r * lists + seg] = flags;
-}
-
-__global__ void __launch_bounds__(kTopkThreads)
-    topk_merge_kernel(TopkLevel in, int32_t in_lists, int32_t k, TopkLevel out, ops::TopkRowsParams p) {
-    __shared__ uint64_t s[kTopkKeys];
-    pdl_begin();
-    const int64_t r = blockIdx.y;
-    const int32_t group = static_cast<int32_t>(blockIdx.x), per = kTopkKeys / k;
-    const int32_t first = group * per, n_lists = min(per, in_lists - first);
-    const uint64_t* src = in.keys + (r * in_lists + first) * k;
-    for (int t = static_cast<int>(threadIdx.x); t < kTopkKeys; t += kTopkThreads)
-        s[t] = t < n_lists * k ? src[t] : 0;
-    uint32_t flags = 0;
-    for (int t = static_cast<int>(threadIdx.x); t < n_lists; t += kTopkThreads)
-        flags |= in.flags[r * in_lists + first + t];
-    flags = block_flags(flags);
-    bitonic_desc(s);
+    select_top(key, k, sh);
     if (gridDim.x > 1) {  // another level follows
         uint64_t* dst = out.keys + (r * gridDim.x + group) * k;
-        for (int t = static_cast<int>(threadIdx.x); t < k; t += kTopkThreads) dst[t] = s[t];
-        if (threadIdx.x == 0) out.flags[r * gridDim.x + group] = flags;
+        if (t < k) dst[t] = sh.top[t];
+        if (t == 0) out.flags[r * gridDim.x + group] = flags;
         return;
     }
-    __shared__ int32_t valid;
-    if (threadIdx.x == 0) valid = 0;
-    __syncthreads();
-    for (int t = static_cast<int>(threadIdx.x); t < k; t += kTopkThreads) {
-        const uint64_t key = s[t];
-        const bool real = static_cast<uint32_t>(key >> 32) > kNegInfOrd;
-        const int32_t id = static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(key));
+    bitonic_desc(sh.top);
+    // The real keys come first; a ballot per warp counts them.
+    const bool real = t < k && static_cast<uint32_t>(sh.top[t] >> 32) > kNegInfOrd;
+    if (t < k) {
+        const uint64_t kk = sh.top[t];
+        const int32_t id = static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(kk));
         p.ids[r * k + t] = real ? id : -1;
         // The value as stored (the key holds -0.0 as +0.0).
         p.values[r * k + t] = real ? __ldg(p.x + r * (p.stride != 0 ? p.stride : p.n) + id) : -INFINITY;
-        if (real) atomicMax(&valid, t + 1);  // the real keys come first: their count
     }
-    __syncthreads();
-    if (threadIdx.x == 0)
+    const int valid = __syncthreads_count(real);
+    if (t == 0)
         p.status[r] = (flags & 1u)   ? ops::kArgmaxNaN
                       : (flags & 2u) ? ops::kArgmaxPosInf
                       : valid == 0   ? ops::kArgmaxAllNegInf
                                      : valid;
 }
 
-// Lists of the first level (segments of kTopkKeys values) and the lists the next
-// level can hold at most (the merge takes at least kTopkKeys / kTopkMax of them).
+// Lists of level 0 (segments of kTopkKeys values) and the lists the next level can
+// hold at most (a block of it takes at least kTopkKeys / kTopkMax lists).
 int64_t topk_segments(int64_t n) { return (n + kTopkKeys - 1) / kTopkKeys; }
 int64_t topk_merged_lists(int64_t lists) {
     constexpr int64_t kMinPer = kTopkKeys / ops::kTopkMax;
@@ -358,31 +434,33 @@ void launch_argmax_rows(const ops::ArgmaxRowsParams& p, const ArgmaxWorkspace& w
 
 size_t topk_rows_scratch_bytes(int64_t rows, int64_t n) {
     const int64_t lists = topk_segments(n);
+    if (lists == 1) return 0;  // one launch: no lists
     return topk_level_bytes(rows, lists) + topk_level_bytes(rows, topk_merged_lists(lists)) + 16;
 }
 
-// Level buffers alternate between the scratch's two halves: the first level in A,
-// the first merge's lists in B (at most topk_merged_lists of them), the next in A.
+// Level buffers alternate between the scratch's two halves: level 0's lists in A, level
+// 1's in B (at most topk_merged_lists of them), level 2's in A, and so on.
 void launch_topk_rows(const ops::TopkRowsParams& p, cudaStream_t s) {
     if (!ops::check_topk_rows(p)) return;
-    HF2Q_ASSERT(p.scratch != nullptr && p.rows <= 65535);
-    const int64_t stride = p.stride != 0 ? p.stride : p.n;
+    HF2Q_ASSERT(p.rows <= 65535);
     int64_t lists = topk_segments(p.n);
+    HF2Q_ASSERT(lists == 1 || p.scratch != nullptr);
     auto* a = static_cast<uint8_t*>(p.scratch);
-    uint8_t* b = a + (topk_level_bytes(p.rows, lists) + 15) / 16 * 16;
-    TopkLevel in = topk_level(a, p.rows, lists, p.k);
-    launch(topk_segments_kernel, dim3(static_cast<unsigned>(lists), static_cast<unsigned>(p.rows)), kTopkThreads, 0, s,
-           p.x, stride, static_cast<int32_t>(p.n), p.k, in);
+    uint8_t* b = lists == 1 ? nullptr : a + (topk_level_bytes(p.rows, lists) + 15) / 16 * 16;
+    TopkSource src{p.x, p.stride != 0 ? p.stride : p.n, static_cast<int32_t>(p.n), {}, 0};
+    TopkLevel out = lists == 1 ? TopkLevel{} : topk_level(a, p.rows, lists, p.k);
+    launch(topk_select_kernel<true>, dim3(static_cast<unsigned>(lists), static_cast<unsigned>(p.rows)), kTopkThreads,
+           0, s, src, p.k, out, p);
     HF2Q_CUDA_LAUNCH_CHECK();
     const int64_t per = kTopkKeys / p.k;
-    for (bool to_b = true;; to_b = !to_b) {
+    for (bool to_b = true; lists > 1; to_b = !to_b) {
         const int64_t groups = (lists + per - 1) / per;
-        const TopkLevel out = topk_level(to_b ? b : a, p.rows, groups, p.k);
-        launch(topk_merge_kernel, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(p.rows)), kTopkThreads, 0,
-               s, in, static_cast<int32_t>(lists), p.k, out, p);
+        src.lists = out;
+        src.n_lists = static_cast<int32_t>(lists);
+        out = topk_level(to_b ? b : a, p.rows, groups, p.k);
+        launch(topk_select_kernel<false>, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(p.rows)),
+               kTopkThreads, 0, s, src, p.k, out, p);
         HF2Q_CUDA_LAUNCH_CHECK();
-        if (groups == 1) return;
-        in = out;
         lists = groups;
     }
 }
