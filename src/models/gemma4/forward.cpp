@@ -84,9 +84,8 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
     out_rows_ = buf(kHeadChunk * H);
     logits_ = buf(kHeadChunk * c.n_vocab);
     argmax_ids_ = be.alloc_array<int32_t>(sz(T));
-    topk_ids_ = be.alloc_array<int32_t>(sz(kHeadChunk * ops::kTopkMax));
-    topk_values_ = be.alloc_array<float>(sz(kHeadChunk * ops::kTopkMax));
-    topk_status_ = be.alloc_array<int32_t>(sz(kHeadChunk));
+    topk_out_ = be.alloc(sz(kTopkOutWords) * sizeof(uint32_t));
+    topk_host_.resize(sz(kTopkOutWords));
     if (const size_t bytes = be.topk_rows_scratch_bytes(kHeadChunk, c.n_vocab); bytes > 0)
         topk_scratch_ = be.alloc(bytes);
     fed_tokens_ = be.alloc_array<int32_t>(sz(T));

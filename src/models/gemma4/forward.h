@@ -213,11 +213,13 @@ private:
     float* out_rows_;                         // [kHeadChunk][H]
     float* logits_;                           // [kHeadChunk][n_vocab]
     int32_t* argmax_ids_;                     // [T] argmax of every output row (T ≥ n_out)
-    // topk_rows of a head chunk: [kHeadChunk][kTopkMax] ids and values, [kHeadChunk]
-    // status, and the backend's scratch for it (null where it needs none).
-    int32_t* topk_ids_;
-    float* topk_values_;
-    int32_t* topk_status_;
+    // topk_rows of a head chunk of n rows at k: n·k ids, then n·k values, then n
+    // statuses, packed (at most kTopkOutWords 4-byte words), so one download carries a
+    // step's results (three cost two more round trips to the device); topk_host_ takes
+    // them on the host. The backend's scratch for it (null where it needs none).
+    static constexpr int64_t kTopkOutWords = kHeadChunk * (2 * ops::kTopkMax + 1);
+    void* topk_out_;
+    std::vector<uint32_t> topk_host_;
     void* topk_scratch_ = nullptr;
     int32_t* fed_tokens_;                     // [T] the ids a fed batch embeds
     uint64_t ids_fence_ = 0;                  // the fence after the last argmax (Backend::fence)

@@ -2,6 +2,7 @@
 // tokens, H = n_embd, nh query heads and nkv KV heads of size hd on this layer.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "models/gemma4/forward.h"
@@ -10,6 +11,19 @@ namespace hf2q::gemma4 {
 namespace {
 
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
+
+// The packed top-k results of n rows at k (Forward::topk_out_'s layout): ids, values,
+// statuses, 4 bytes each.
+struct TopkParts {
+    void* ids;
+    void* values;
+    void* status;
+};
+TopkParts topk_parts(void* base, int64_t n, int32_t k) {
+    auto* w = static_cast<uint32_t*>(base);
+    const size_t entries = sz(n * k);
+    return {w, w + entries, w + 2 * entries};
+}
 
 ops::RmsNormParams norm(const float* x, float* y, const float* w, int64_t rows, int64_t n, float eps) {
     ops::RmsNormParams p;
@@ -520,7 +534,7 @@ void Forward::head(const BatchView& b, const HeadOutput& out) {
 // The results of output rows r0 .. r0+n (n <= kHeadChunk) on the backend: their
 // logits in logits_ and, for argmax, each row's argmax in argmax_ids_[r0 ..] and,
 // written by the backend into host memory, out.ids[r0 ..]; for top_k, each row's k
-// largest logits in topk_ids_ / topk_values_ / topk_status_ (rows from 0).
+// largest logits packed in topk_out_ (rows from 0; topk_parts).
 void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, const HeadOutput& out) {
     const DecodeOutputs mode = out.mode;
     if (n <= 0) return;
@@ -544,9 +558,10 @@ void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, const HeadOut
             p.rows = n;
             p.n = c_.n_vocab;
             p.k = out.k;
-            p.ids = topk_ids_;
-            p.values = topk_values_;
-            p.status = topk_status_;
+            const TopkParts parts = topk_parts(topk_out_, n, out.k);
+            p.ids = static_cast<int32_t*>(parts.ids);
+            p.values = static_cast<float*>(parts.values);
+            p.status = static_cast<int32_t*>(parts.status);
             p.scratch = topk_scratch_;
             be_.topk_rows(p);
             return;
@@ -565,11 +580,15 @@ void Forward::download_outputs(const HeadOutput& out, int64_t r0, int64_t n) {
         case DecodeOutputs::argmax:  // the caller waits for ids_fence_
             ids_fence_ = be_.fence();
             return;
-        case DecodeOutputs::top_k:
-            be_.download(out.ids + r0 * out.k, topk_ids_, sz(n * out.k) * sizeof(int32_t));
-            be_.download(out.values + r0 * out.k, topk_values_, sz(n * out.k) * sizeof(float));
-            be_.download(out.status + r0, topk_status_, sz(n) * sizeof(int32_t));
+        case DecodeOutputs::top_k: {
+            const size_t entries = sz(n * out.k);
+            be_.download(topk_host_.data(), topk_out_, (2 * entries + sz(n)) * sizeof(uint32_t));
+            const TopkParts parts = topk_parts(topk_host_.data(), n, out.k);
+            std::memcpy(out.ids + r0 * out.k, parts.ids, entries * sizeof(int32_t));
+            std::memcpy(out.values + r0 * out.k, parts.values, entries * sizeof(float));
+            std::memcpy(out.status + r0, parts.status, sz(n) * sizeof(int32_t));
             return;
+        }
     }
 }
 
