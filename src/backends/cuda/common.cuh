@@ -107,6 +107,11 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
     HF2Q_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
+// The lanes of the calling thread's warp below it, as a mask.
+__device__ __forceinline__ unsigned lanemask_lt() {
+    return (1u << (threadIdx.x % 32)) - 1u;
+}
+
 // 16 weight bytes (16-byte aligned) that a kernel reads once: read-only, and past L1
 // so that the activations, which every warp re-reads, stay there (the GEMVs, the
 // fused router of moe.cu).

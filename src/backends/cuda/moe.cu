@@ -227,10 +227,6 @@ __global__ void moe_route_kernel(ops::MoeRouteParams p) {
     route_token(p, t, threadIdx.x % 32);
 }
 
-__device__ __forceinline__ unsigned lanemask_lt() {
-    return (1u << (threadIdx.x % 32)) - 1u;
-}
-
 // The grouping of the n = n_tokens·k pairs whose experts are ids[0 .. n) (global or
 // shared memory; p.ids is not read), by every thread of a block (kGroupWarps warps or
 // fewer), of which the first n_warps (1 to the block's warps) do the counting. cnt:

@@ -274,7 +274,7 @@ __device__ void select_top(const uint64_t (&key)[kTopkPer], int32_t k, TopkShare
             // Lanes of one digit add once: logits crowd a few top-byte bins.
             const uint32_t d = static_cast<uint32_t>(key[j] >> shift) & 0xFFu;
             const uint32_t peers = __match_any_sync(0xffffffffu, in ? d : 0x100u);
-            if (in && (peers & ((1u << (t & 31)) - 1u)) == 0) atomicAdd(&sh.hist[d], __popc(peers));
+            if (in && (peers & lanemask_lt()) == 0) atomicAdd(&sh.hist[d], __popc(peers));
         }
         __syncthreads();
         // Thread t reads bin 255 - t; ge counts the keys in that bin and above it.
@@ -382,14 +382,14 @@ __global__ void __launch_bounds__(kTopkThreads)
         return;
     }
     bitonic_desc(sh.top);
-    // The real keys come first; a ballot per warp counts them.
+    // The real keys come first; the block counts them.
     const bool real = t < k && static_cast<uint32_t>(sh.top[t] >> 32) > kNegInfOrd;
     if (t < k) {
         const uint64_t kk = sh.top[t];
         const int32_t id = static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(kk));
         p.ids[r * k + t] = real ? id : -1;
         // The value as stored (the key holds -0.0 as +0.0).
-        p.values[r * k + t] = real ? __ldg(p.x + r * (p.stride != 0 ? p.stride : p.n) + id) : -INFINITY;
+        p.values[r * k + t] = real ? __ldg(src.x + r * src.stride + id) : -INFINITY;
     }
     const int valid = __syncthreads_count(real);
     if (t == 0)
