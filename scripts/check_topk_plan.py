@@ -2,7 +2,8 @@
 """The plan of the CUDA topk_rows kernel (src/backends/cuda/sampling.cu), emulated in
 Python: 64-bit keys ordering (value descending, index ascending; -0.0 as +0.0; NaN and
 padding 0), blocks of 8,192 keys (thread t's j-th key is index t + 256 j), each block's
-k largest found by the kernel's radix select (a byte a pass from the top, stopping when
+k largest found by the kernel's radix select over the keys at or above its floor (each
+warp's ceil(k / 8)-th largest thread maximum, the least of them) (a byte a pass from the top, stopping when
 the chosen bin holds exactly the keys still wanted), then keys above the prefix and
 keys equal to it into what is left; levels of 8,192 // k lists until one is left, that
 one sorted by the kernel's 256-entry bitonic network. Checked against a full sort on
@@ -24,9 +25,19 @@ def key(v, i):
     return (u << 32) | (0xFFFFFFFF - i)
 
 
-def select_top(keys, k):
+def block_floor(keys, k):
+    """The kernel's block_floor: each warp's q-th largest thread maximum, q = ceil(k / 8),
+    the least of the 8 offers. Thread t holds keys t + 256 j."""
+    maxima = [max(keys[t + THREADS * j] for j in range(PER)) for t in range(THREADS)]
+    q = (k + 7) // 8
+    return min(sorted(maxima[32 * w:32 * w + 32], reverse=True)[q - 1] for w in range(THREADS // 32))
+
+
+def select_top(keys, k, use_floor=True):
     """The block's k largest keys, in slot order (keys above the prefix, then equal)."""
     assert len(keys) == KEYS and k <= len(keys)
+    floor = block_floor(keys, k) if use_floor else 0
+    select_top.counted = sum(1 for x in keys if x >= floor)
     prefix = mask = 0
     need = k
     passes = 0
@@ -34,7 +45,7 @@ def select_top(keys, k):
         passes += 1
         hist = [0] * 256
         for x in keys:
-            if x & mask == prefix:
+            if x >= floor and x & mask == prefix:
                 hist[(x >> shift) & 0xFF] += 1
         ge = 0
         found = None
@@ -49,8 +60,9 @@ def select_top(keys, k):
         mask |= 0xFF << shift
         if bin_ == need:
             break
-    top = [x for x in keys if x > prefix]
-    top += [x for x in keys if x == prefix][: k - len(top)]
+    top = [x for x in keys if x >= floor and x > prefix]
+    assert len(top) <= k  # the kernel's slots
+    top += [x for x in keys if x >= floor and x == prefix][: k - len(top)]
     assert len(top) == k
     return top, passes
 
@@ -108,7 +120,10 @@ def row(n, kind, rng):
         return [rng.choice([0.0, -0.0, -math.inf, 1.5]) for _ in range(n)]
     if kind == 3:  # mostly -inf, a few NaN
         return [rng.choice([-math.inf] * 8 + [math.nan, 2.0]) for _ in range(n)]
-    return [rng.uniform(-1e-38, 1e-38) for _ in range(n)]  # subnormals
+    if kind == 4:  # subnormals
+        return [rng.uniform(-1e-38, 1e-38) for _ in range(n)]
+    # the largest values at every 256th index from 5: one thread of each block holds them
+    return [rng.uniform(20, 30) if i % 256 == 5 else rng.gauss(0, 3) for i in range(n)]
 
 
 if __name__ == '__main__':
@@ -117,7 +132,7 @@ if __name__ == '__main__':
     worst = 0
     for n in (1, 3, 255, 256, 8191, 8192, 8193, 20000, 70000):
         for k in (1, 2, 7, 64, 255, 256):
-            for kind in range(5):
+            for kind in range(6):
                 x = row(n, kind, rng)
                 got, p = topk(x, k)
                 worst = max(worst, p)
@@ -127,5 +142,8 @@ if __name__ == '__main__':
     for k in (1, 64, 256):
         got, p = topk(x, k)
         assert got == expected(x, k)
-        print(f'262,144 gaussian logits, k {k}: at most {p} radix passes a block')
+        block = [key(x[i], i) for i in range(KEYS)]
+        select_top(block, k)
+        print(f'262,144 gaussian logits, k {k}: at most {p} radix passes a block; '
+              f'{select_top.counted} of {KEYS} keys at or above the floor of the first block')
     print(f'{cases} cases equal to a full sort; at most {worst} radix passes a block')

@@ -26,6 +26,8 @@ enum class RowKind {
     max_last,
     small_ints,  // values in {0, 1, 2, 3}: many ties of 3
     denormals,   // the maximum among subnormal values (fails under flush-to-zero)
+    strided_top,  // the largest values at every 256th index from 5: in one thread of each of
+                  // the CUDA top-k kernel's blocks, whose floor then comes from few threads
     count,
 };
 
@@ -97,6 +99,9 @@ inline void fill_row(float* x, int64_t n, RowKind kind, uint64_t seed) {
         case RowKind::denormals:
             for (int64_t i = 0; i < n; ++i)
                 x[i] = static_cast<float>(f.next() % 7) * std::numeric_limits<float>::denorm_min();
+            break;
+        case RowKind::strided_top:
+            for (int64_t i = 5; i < n; i += 256) x[i] = f.uniform(20.0f, 30.0f);
             break;
     }
 }

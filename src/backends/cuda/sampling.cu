@@ -219,6 +219,10 @@ int threads_for(int64_t n) {
 // fixed grouping; the atomics only count (histograms, list slots), and the set a block
 // keeps does not depend on the order of its slots.
 constexpr int kTopkThreads = 256;  // = the histogram's bins: one bin a thread
+// Radix passes over the keys at or above block_floor only; 0 for the A/B.
+#ifndef HF2Q_TOPK_FLOOR
+#define HF2Q_TOPK_FLOOR 1
+#endif
 constexpr int kTopkPer = 32;       // keys a thread holds
 constexpr int kTopkKeys = kTopkThreads * kTopkPer;
 static_assert(ops::kTopkMax == kTopkThreads, "the final sort holds kTopkMax keys, one a thread");
@@ -240,6 +244,7 @@ struct TopkShared {
     uint32_t hist[kTopkThreads];
     uint64_t top[ops::kTopkMax];  // the block's k largest keys, then zeros
     uint32_t warp_sums[kTopkThreads / 32];
+    uint64_t warp_floor[kTopkThreads / 32];
     uint32_t digit, need, bin;
     int32_t count;
 };
@@ -257,10 +262,51 @@ __device__ __forceinline__ uint32_t block_inclusive_sum(uint32_t v, TopkShared& 
     return v;
 }
 
+// The 32 lanes' v in descending order: lane i gets the i-th largest (bitonic).
+__device__ __forceinline__ uint64_t warp_sort_desc(uint64_t v) {
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+#pragma unroll
+    for (int size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+        for (int stride = size / 2; stride > 0; stride >>= 1) {
+            const uint64_t o = __shfl_xor_sync(0xffffffffu, v, stride);
+            // A descending run keeps the larger key in its lower lane.
+            const bool keep_max = ((lane & stride) == 0) == ((lane & size) == 0);
+            v = keep_max ? (v > o ? v : o) : (v < o ? v : o);
+        }
+    }
+    return v;
+}
+
+// A key at most the block's k-th largest, so that the radix passes need only count the
+// keys at or above it. Why: the first pass counted all 8,192 keys of a block, crowded
+// into a few top-byte bins, and at 64 rows the kernel was bound by those instructions
+// (218 µs, against 20 µs to read the 64 MiB). Each warp sorts its lanes' maxima and
+// offers its q-th largest, q = ceil(k / 8); the floor is the least offer. Every warp
+// has q maxima at or above its offer, so at least 8q >= k distinct keys lie at or above
+// the floor, and the k-th largest does too. On logits about 1-2 % of a block's keys are
+// left. 0 (no floor) where a warp's offer is padding (a row's last, short segment).
+__device__ uint64_t block_floor(const uint64_t (&key)[kTopkPer], int32_t k, TopkShared& sh) {
+    static_assert(kTopkThreads == 256 && ops::kTopkMax <= kTopkThreads, "8 warps of 32 maxima cover k <= 256");
+    uint64_t m = key[0];
+#pragma unroll
+    for (int j = 1; j < kTopkPer; ++j) m = key[j] > m ? key[j] : m;
+    m = warp_sort_desc(m);
+    const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+    if (lane == (k + 7) / 8 - 1) sh.warp_floor[warp] = m;
+    __syncthreads();
+    uint64_t f = sh.warp_floor[0];
+#pragma unroll
+    for (int w = 1; w < kTopkThreads / 32; ++w) f = sh.warp_floor[w] < f ? sh.warp_floor[w] : f;
+    return f;
+}
+
 // Leaves the block's k largest keys in sh.top[0, k) (in no order) and zeros in
 // sh.top[k, kTopkMax). Every block holds kTopkKeys >= k keys (padding is key 0), so
 // the k-th largest exists; only key 0 repeats, and repeats of it are interchangeable.
-__device__ void select_top(const uint64_t (&key)[kTopkPer], int32_t k, TopkShared& sh) {
+// Keys below `floor` (block_floor: at most the k-th largest) are neither counted nor
+// kept.
+__device__ void select_top(const uint64_t (&key)[kTopkPer], int32_t k, uint64_t floor, TopkShared& sh) {
     const int t = static_cast<int>(threadIdx.x);
     uint64_t prefix = 0, mask = 0;
     uint32_t need = static_cast<uint32_t>(k);
@@ -269,7 +315,7 @@ __device__ void select_top(const uint64_t (&key)[kTopkPer], int32_t k, TopkShare
         __syncthreads();
 #pragma unroll
         for (int j = 0; j < kTopkPer; ++j) {
-            const bool in = (key[j] & mask) == prefix;
+            const bool in = key[j] >= floor && (key[j] & mask) == prefix;
             if (!__any_sync(0xffffffffu, in)) continue;
             // Lanes of one digit add once: logits crowd a few top-byte bins.
             const uint32_t d = static_cast<uint32_t>(key[j] >> shift) & 0xFFu;
@@ -298,11 +344,11 @@ __device__ void select_top(const uint64_t (&key)[kTopkPer], int32_t k, TopkShare
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kTopkPer; ++j)
-        if (key[j] > prefix) sh.top[atomicAdd(&sh.count, 1)] = key[j];
+        if (key[j] >= floor && key[j] > prefix) sh.top[atomicAdd(&sh.count, 1)] = key[j];
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kTopkPer; ++j)
-        if (key[j] == prefix) {
+        if (key[j] >= floor && key[j] == prefix) {
             const int slot = atomicAdd(&sh.count, 1);
             if (slot < k) sh.top[slot] = key[j];
         }
@@ -374,7 +420,7 @@ __global__ void __launch_bounds__(kTopkThreads)
         for (int32_t i = t; i < lists; i += kTopkThreads) flags |= src.lists.flags[r * src.n_lists + first + i];
     }
     flags = block_flags(flags);
-    select_top(key, k, sh);
+    select_top(key, k, HF2Q_TOPK_FLOOR ? block_floor(key, k, sh) : 0, sh);
     if (gridDim.x > 1) {  // another level follows
         uint64_t* dst = out.keys + (r * gridDim.x + group) * k;
         if (t < k) dst[t] = sh.top[t];
