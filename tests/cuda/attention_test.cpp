@@ -513,6 +513,25 @@ TEST_P(CudaAttentionKv, SingleTokenBatch) {
         }
 }
 
+// Decode at every heads-a-block count of the split kernel (GQA 1, 2, 4, 6, 8: 1, 2, 4,
+// 2 and 8 heads a block), whose P·V runs on tensor cores in n = 8 columns (heads past
+// the block's zero) where the scores do (attention_split.cu, split_mma_pv): key counts
+// below one 16-key tile, at and off the multiples of 16 and of a chunk, and long
+// sequences whose key range is split (partials through the combiner).
+TEST_P(CudaAttentionKv, DecodeEveryHeadGroup) {
+    for (int64_t D : {256, 512})
+        for (int64_t gqa : {1, 2, 4, 6, 8}) {
+            Case c;
+            c.head_dim = D;
+            c.gqa = gqa;
+            c.seqs = {{1, 1}, {15, 1}, {16, 1}, {17, 1}, {33, 1}, {64, 1}, {65, 1}, {129, 1}, {2100, 1}};
+            c.interleave = true;
+            check(c);
+            c.seqs = {{3001, 1}};
+            check(c);
+        }
+}
+
 // Decode over ≥ 4096 keys: many splits per (token, head) and the combiner.
 TEST_P(CudaAttentionKv, LongContextDecode) {
     Case c;

@@ -1,8 +1,9 @@
 // Attention of single query tokens on f32 CUDA cores (in tensor-core precision, the
-// scores of f16, E4M3 and i8 pools at head sizes 256 and 512 on tensor cores:
-// split_mma_ok), optionally split along the key range (flash decoding). Used for
-// decode tokens, mixed batches and the rows of a prefill tile that are not part of a
-// long run (attention_common.cuh).
+// scores of f16, E4M3 and i8 pools at head sizes 256 and 512 on tensor cores, and P·V
+// of the 8-bit ones: split_mma_ok, split_mma_pv), optionally split along the key range
+// (flash decoding).
+// Used for decode tokens, mixed batches and the rows of a prefill tile that are not
+// part of a long run (attention_common.cuh).
 //
 // One block of 128 threads per (token, group of HB query heads of one KV head,
 // split). The block walks its share of the token's visible keys [lo, pos] in chunks
@@ -14,7 +15,9 @@
 //      partial sums in shared memory;
 //   2. softmax: warp w owns heads w, w + 4, ...; sums the partials, keeps the running
 //      max and sum (log2 units) and writes p = exp2(s − m);
-//   3. P·V: thread (4 head-dim columns, key phase jp) accumulates HB float4s.
+//   3. P·V: thread (4 head-dim columns, key phase jp) accumulates HB float4s (with
+//      the MMA score phase of an 8-bit pool, on tensor cores: split_mma_pv, each warp a
+//      quarter of the head dimension).
 // Every query head of the group reuses each K and V load (GQA), and all arithmetic
 // is f32, so results match the CPU reference to rounding.
 //
@@ -42,7 +45,9 @@ constexpr int64_t kMaxTokenBlocks = 1024;
 // KV: the cache element (float, half, kv_e4m3 or kv_i8, ops/attention.h); chunks are staged
 // in shared memory as stored and converted to f32 when read (i8: the row scales are
 // applied to the score and the softmax weight).
-template <int D, class KV>
+// PV_PAD: the V rows are padded by 16 bytes, as the K rows (the tensor-core P·V phase,
+// split_mma_pv: a lane reads 4 rows two keys apart at once).
+template <int D, class KV, bool PV_PAD = false>
 struct SplitShape {
     static constexpr int kThreads = 128;
     static constexpr int kKeys = split_chunk_keys(D, sizeof(KV));  // CK: keys per chunk
@@ -51,11 +56,12 @@ struct SplitShape {
     static constexpr int kVPhases = kThreads / (D / 4);  // JP: key phases of the P·V threads
     static constexpr int kVec = 16 / sizeof(KV);         // values per 16-byte copy
     static constexpr int kKLd = D + kVec;  // K rows padded by 16 bytes: the score phase reads 8 rows at once
+    static constexpr int kVLd = PV_PAD ? D + kVec : D;
     static_assert(kKeys <= kThreads && kParts * kKeys == kThreads && kPartVals % 32 == 0 && kVPhases >= 1,
                   "unexpected split shape");
     // Shared memory, in bytes (every part a multiple of 16).
     static constexpr size_t kKBytes = 2 * size_t{kKeys} * kKLd * sizeof(KV);  // [2][CK][KLD]
-    static constexpr size_t kVBytes = 2 * size_t{kKeys} * D * sizeof(KV);     // [2][CK][D]
+    static constexpr size_t kVBytes = 2 * size_t{kKeys} * kVLd * sizeof(KV);  // [2][CK][VLD]
 };
 
 // The score phase on tensor cores (MMA = true; tensor-core precision only): S^T = K·Q^T
@@ -76,6 +82,31 @@ constexpr bool split_mma_ok() {
 #define HF2Q_SPLIT_MMA 1
 #endif
 
+// The P·V phase on tensor cores as well (with the MMA score phase, so in tensor-core
+// precision only): O^T += V^T·P^T as m16n8k16 tiles, the chunk's staged V rows as the
+// 16-row operand (16 head-dim rows × 16 keys) and P (heads zero-padded to 8) as the
+// 8-column one. Warp w takes a quarter of the head dimension for every key of the
+// chunk, so the f32 path's reduction over key phases is gone. F16 operands: V exactly
+// (E4M3 and i8 codes converted exactly), P rounded to F16
+// after the i8 row scale and times 2^8 (kPvScale, exact), so that weights down to
+// 2^-22 stay normal F16 numbers; the factor comes off in f32 at the end. The f32
+// accumulators take the softmax's per-chunk correction as in the f32 path.
+// For the 8-bit caches only: on an H100, 64 sequences at 1,024 tokens went 5,003 -> 5,081
+// tokens/s with the int8 cache and 4,324 -> 4,282 with the f16 one (session 42), whose
+// f32 P·V reads f16 pairs at no conversion cost and is bound by the copy, not the issue.
+// A compile definition for the A/B (0: P·V on f32 cores everywhere).
+#ifndef HF2Q_SPLIT_MMA_PV
+#define HF2Q_SPLIT_MMA_PV 1
+#endif
+template <class KV, bool MMA>
+constexpr bool split_mma_pv() {
+    return MMA && HF2Q_SPLIT_MMA_PV && sizeof(KV) == 1;
+}
+[[maybe_unused]] constexpr float kPvScale = 256.0f, kPvUnscale = 1.0f / 256.0f;
+// m16 tiles of a warp's quarter of the head dimension (4 or 8).
+template <int D>
+inline constexpr int kPvTiles = D / 4 / 16;
+
 // Partial dot products a key's score is summed from: the MMA score phase's shares of
 // the head dimension (64 / CK) or the f32 phase's parts (DP).
 template <int D, class KV, bool MMA>
@@ -86,7 +117,7 @@ constexpr int split_score_parts() {
 
 template <int D, int HB, class KV, bool MMA>
 constexpr size_t split_smem_bytes() {
-    using S = SplitShape<D, KV>;
+    using S = SplitShape<D, KV, split_mma_pv<KV, MMA>()>;
     return S::kKBytes + S::kVBytes +
            4 * ((MMA ? 0 : size_t{HB} * D)                                // f32 q rows
                 + size_t{split_score_parts<D, KV, MMA>()} * HB * S::kKeys  // partial dots
@@ -146,6 +177,107 @@ __device__ __forceinline__ void k_quad_f16(const KV* r, uint32_t& lo, uint32_t& 
     }
 }
 
+// Head-dimension offset (in the warp's quarter) of accumulator row g + 8h of P·V tile
+// i. The rows are permuted so that one 4-byte word of a V row (4 consecutive dims)
+// feeds two tiles: dims 32p + 4g + 0, 1 are rows g, g + 8 of tile 2p, dims + 2, 3
+// those of tile 2p + 1.
+template <class KV>
+__device__ __forceinline__ int pv_row_dim(int i, int h, int g) {
+    static_assert(sizeof(KV) == 1, "P·V on tensor cores reads 8-bit pools (split_mma_pv)");
+    return 32 * (i / 2) + 4 * g + 2 * (i % 2) + h;
+}
+
+// Byte codes 2k and 2k + 1 of w as an F16 pair (exact), 2k in the low half.
+template <class KV>
+__device__ __forceinline__ uint32_t code2_to_half2(uint32_t w, int k) {
+    if constexpr (kv_scaled<KV>) {
+        return i8x2_to_half2_bits(w, k);
+    } else {  // E4M3
+        const half2 h = e4m3x2_to_half2(static_cast<uint16_t>(w >> (16 * k)));
+        return *reinterpret_cast<const uint32_t*>(&h);
+    }
+}
+
+// One 16-key step of the warp's T P·V tiles: o[i] += A_i·B, A_i the tile's V^T
+// fragment (16 dims × 16 keys), B = (b0, b1) the step's P^T fragment. v points at the
+// step's first key row (rows VLD apart) at the warp's first dim. Each fragment is
+// used as soon as it is formed, so ptxas chooses how far to load ahead.
+template <class KV, int T, int VLD>
+__device__ __forceinline__ void pv_step(float (&o)[T][4], const KV* v, int lane, uint32_t b0, uint32_t b1) {
+    // Lane (g, t) reads dims 4g .. 4g + 3 of keys 2t, 2t + 1, 2t + 8, 2t + 9 (one word
+    // each) and pairs the keys byte by byte (PRMT) before the exact conversion.
+    static_assert(T % 2 == 0, "byte pools take P·V tiles in pairs");
+    const KV* r = v + 2 * (lane % 4) * VLD + 4 * (lane / 4);
+#pragma unroll
+    for (int q = 0; q < T / 2; ++q) {
+        const KV* rq = r + 32 * q;
+        const uint32_t w0 = *reinterpret_cast<const uint32_t*>(rq);
+        const uint32_t w1 = *reinterpret_cast<const uint32_t*>(rq + VLD);
+        const uint32_t w8 = *reinterpret_cast<const uint32_t*>(rq + 8 * VLD);
+        const uint32_t w9 = *reinterpret_cast<const uint32_t*>(rq + 9 * VLD);
+        const uint32_t d01 = __byte_perm(w0, w1, 0x5140), d23 = __byte_perm(w0, w1, 0x7362);
+        const uint32_t e01 = __byte_perm(w8, w9, 0x5140), e23 = __byte_perm(w8, w9, 0x7362);
+        const uint32_t a0[4] = {code2_to_half2<KV>(d01, 0), code2_to_half2<KV>(d01, 1),
+                                code2_to_half2<KV>(e01, 0), code2_to_half2<KV>(e01, 1)};
+        const uint32_t a1[4] = {code2_to_half2<KV>(d23, 0), code2_to_half2<KV>(d23, 1),
+                                code2_to_half2<KV>(e23, 0), code2_to_half2<KV>(e23, 1)};
+        mma_f16(o[2 * q], a0, b0, b1);
+        mma_f16(o[2 * q + 1], a1, b0, b1);
+    }
+}
+
+// One chunk of the tensor-core P·V phase for warp w: rescales the accumulators by the
+// softmax's correction, then adds V^T·P^T over the chunk's keys. vb: the chunk's V
+// rows; ps: its probabilities [HB][CK], already times kPvScale (zero past pos).
+template <int D, int HB, int CK, int VLD, class KV>
+__device__ __forceinline__ void pv_chunk(float (&o)[kPvTiles<D>][4], const KV* vb, const float* ps,
+                                         const float* corr_s, int warp, int lane) {
+    constexpr int T = kPvTiles<D>;
+    static_assert(HB <= 8 && CK % 16 == 0, "P·V tiles: 8 heads, 16 keys");
+    const int g = lane / 4, h2 = 2 * (lane % 4);  // accumulator columns: heads h2, h2 + 1
+    const float f0 = h2 < HB ? corr_s[h2] : 0.0f, f1 = h2 + 1 < HB ? corr_s[h2 + 1] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < T; ++i) {
+        o[i][0] *= f0;
+        o[i][1] *= f1;
+        o[i][2] *= f0;
+        o[i][3] *= f1;
+    }
+    const KV* v = vb + warp * (D / 4);
+#pragma unroll
+    for (int k0 = 0; k0 < CK; k0 += 16) {
+        // B fragment: P of head g, keys h2, h2 + 1 (b0) and + 8 (b1) of the step.
+        uint32_t b0 = 0, b1 = 0;
+        if (g < HB) {
+            const float2 x = *reinterpret_cast<const float2*>(ps + g * CK + k0 + h2);
+            const float2 y = *reinterpret_cast<const float2*>(ps + g * CK + k0 + h2 + 8);
+            b0 = pack_half2(x.x, x.y);
+            b1 = pack_half2(y.x, y.y);
+        }
+        pv_step<KV, T, VLD>(o, v + k0 * VLD, lane, b0, b1);
+    }
+}
+
+// Stages warp w's share of the P·V accumulators as f32 rows [HB][D] in os, times f
+// (kPvUnscale, and given l, 1 / l of the head: the normalised output).
+template <int D, int HB, class KV>
+__device__ __forceinline__ void pv_stage_rows(float* os, const float (&o)[kPvTiles<D>][4], const float* l,
+                                              int warp, int lane) {
+    const int g = lane / 4, h2 = 2 * (lane % 4);
+    float* const ow = os + warp * (D / 4);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const int hh = h2 + c;
+        if (hh >= HB) continue;
+        const float f = l != nullptr ? kPvUnscale * (1.0f / l[hh]) : kPvUnscale;
+#pragma unroll
+        for (int i = 0; i < kPvTiles<D>; ++i) {
+            ow[hh * D + pv_row_dim<KV>(i, 0, g)] = o[i][c] * f;
+            ow[hh * D + pv_row_dim<KV>(i, 1, g)] = o[i][2 + c] * f;
+        }
+    }
+}
+
 // Whether a block fetches its first chunk before the wait on the previous kernel
 // (split_item's `early`): given the host's promise that the keys before pos[t] are
 // from earlier batches (decode), without the tile plan's flags (written by a kernel of
@@ -174,8 +306,10 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
                                            float* __restrict__ part, float scale_log2, unsigned char* smem,
                                            bool early) {
     static_assert(!MMA || split_mma_ok<D, KV>(), "no MMA score phase for this shape");
-    using S = SplitShape<D, KV>;
-    constexpr int CK = S::kKeys, JP = S::kVPhases, KLD = S::kKLd, NT = S::kThreads;
+    constexpr bool PVM = split_mma_pv<KV, MMA>();  // P·V on tensor cores
+    using S = SplitShape<D, KV, PVM>;
+    constexpr int CK = S::kKeys, JP = S::kVPhases, KLD = S::kKLd, VLD = S::kVLd, NT = S::kThreads;
+    static_assert(!PVM || NT == 128, "the P·V tiles give each of 4 warps a quarter of the head dimension");
     constexpr int VEC = S::kVec, PV = S::kPartVals;
     const KV* const k_pool = static_cast<const KV*>(p.k_pool);
     const KV* const v_pool = static_cast<const KV*>(p.v_pool);
@@ -199,10 +333,10 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     // DK values each); a warp's (tile, share) is the same in every chunk.
     constexpr int MT = MMA ? CK / 16 : 1, KP = MMA ? 4 / MT : 1, DK = D / KP;
     KV* ks = reinterpret_cast<KV*>(smem);                 // [2][CK][KLD]
-    KV* vs = reinterpret_cast<KV*>(smem + S::kKBytes);    // [2][CK][D]
+    KV* vs = reinterpret_cast<KV*>(smem + S::kKBytes);    // [2][CK][VLD]
     float* qs = reinterpret_cast<float*>(smem + S::kKBytes + S::kVBytes);  // [HB][D] (f32 phase)
     float* red = qs + (MMA ? 0 : HB * D);  // [RP][HB][CK]
-    float* ps = red + RP * HB * CK;        // [HB][CK]
+    float* ps = red + RP * HB * CK;        // [HB][CK] (PVM: times kPvScale)
     float* m_s = ps + HB * CK;       // [HB]
     float* l_s = m_s + HB;           // [HB]
     float* corr_s = l_s + HB;        // [HB]
@@ -229,7 +363,7 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         const int64_t off = koff[b * CK + r];
         const bool ok = off >= 0;
         cp_async16(ks + (b * CK + r) * KLD + col, k_pool + (ok ? off + col : 0), ok ? 16 : 0);
-        cp_async16(vs + (b * CK + r) * D + col, v_pool + (ok ? off + col : 0), ok ? 16 : 0);
+        cp_async16(vs + (b * CK + r) * VLD + col, v_pool + (ok ? off + col : 0), ok ? 16 : 0);
     };
     // Copies chunk c into buffer b, but for row `skip` (-1: none).
     auto issue = [&](int b, int skip) {
@@ -294,10 +428,12 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     }
 
     // P·V thread layout: 4 columns d4·4 .. d4·4 + 3, keys jp, jp + JP, ...
-    const int d4 = tid % (D / 4), jp = tid / (D / 4);
-    float4 acc[HB];
+    [[maybe_unused]] const int d4 = tid % (D / 4), jp = tid / (D / 4);
+    [[maybe_unused]] float4 acc[HB];
 #pragma unroll
     for (int hh = 0; hh < HB; ++hh) acc[hh] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // Tensor-core P·V: warp w's m16n8 accumulators (pv_chunk).
+    [[maybe_unused]] float o[PVM ? kPvTiles<D> : 1][4] = {};
 
     if (!early) {
         start_first_chunk(-1);
@@ -393,7 +529,8 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
                     const int j = lane + 32 * i;
                     if (j < CK) {
                         const float e = exp2f(sv[i] - m_new);
-                        ps[hh * CK + j] = kv_scaled<KV> ? e * vsc[b * CK + j] : e;
+                        const float w = kv_scaled<KV> ? e * vsc[b * CK + j] : e;
+                        ps[hh * CK + j] = PVM ? w * kPvScale : w;
                         sum += e;
                     }
                 }
@@ -411,25 +548,29 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         __syncthreads();
 
         {  // 3. P·V
-#pragma unroll
-            for (int hh = 0; hh < HB; ++hh) {
-                const float f = corr_s[hh];
-                acc[hh].x *= f;
-                acc[hh].y *= f;
-                acc[hh].z *= f;
-                acc[hh].w *= f;
-            }
-            const KV* vb = vs + b * CK * D + d4 * 4;
-#pragma unroll 4
-            for (int j = jp; j < CK; j += JP) {
-                const float4 v4 = load_kv4(vb + j * D);
+            if constexpr (PVM) {
+                pv_chunk<D, HB, CK, VLD>(o, vs + b * CK * VLD, ps, corr_s, warp, lane);
+            } else {
 #pragma unroll
                 for (int hh = 0; hh < HB; ++hh) {
-                    const float e = ps[hh * CK + j];
-                    acc[hh].x += e * v4.x;
-                    acc[hh].y += e * v4.y;
-                    acc[hh].z += e * v4.z;
-                    acc[hh].w += e * v4.w;
+                    const float f = corr_s[hh];
+                    acc[hh].x *= f;
+                    acc[hh].y *= f;
+                    acc[hh].z *= f;
+                    acc[hh].w *= f;
+                }
+                const KV* vb = vs + b * CK * D + d4 * 4;
+#pragma unroll 4
+                for (int j = jp; j < CK; j += JP) {
+                    const float4 v4 = load_kv4(vb + j * D);
+#pragma unroll
+                    for (int hh = 0; hh < HB; ++hh) {
+                        const float e = ps[hh * CK + j];
+                        acc[hh].x += e * v4.x;
+                        acc[hh].y += e * v4.y;
+                        acc[hh].z += e * v4.z;
+                        acc[hh].w += e * v4.w;
+                    }
                 }
             }
             if (tid < CK) {
@@ -444,7 +585,7 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     }
     cp_async_wait<0>();
 
-    if constexpr (JP > 1) {
+    if constexpr (!PVM && JP > 1) {
         // Sum the JP key phases (HB·JP·D = HB·512 floats fit in the K buffers).
         static_assert(size_t{HB} * JP * D * sizeof(float) <= S::kKBytes, "phase sums exceed the K buffers");
         __syncthreads();
@@ -475,7 +616,9 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         // up to ~60 more registers per thread, and spills (ptxas).
         static_assert(size_t{HB} * D * sizeof(float) <= S::kKBytes, "rows exceed the K buffers");
         float* os = reinterpret_cast<float*>(smem);  // [HB][D]
-        if (jp == 0) {
+        if constexpr (PVM) {
+            pv_stage_rows<D, HB, KV>(os, o, l_s, warp, lane);
+        } else if (jp == 0) {
 #pragma unroll
             for (int hh = 0; hh < HB; ++hh) {
                 const float inv = 1.0f / l_s[hh];
@@ -487,7 +630,19 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
         write_rows<HB * D / 4, NT>(os, p, t, h0 * (D / 4));
     } else {
         const int64_t rows = p.n_tokens * p.n_heads;
-        if (jp == 0 && c_begin < c_end) {
+        if constexpr (PVM) {
+            if (c_begin < c_end) {  // block-uniform: the rows go out through shared memory
+                float* os = reinterpret_cast<float*>(smem);  // [HB][D]
+                pv_stage_rows<D, HB, KV>(os, o, nullptr, warp, lane);
+                __syncthreads();
+                for (int u = tid; u < HB * D / 4; u += NT) {
+                    const int hh = u / (D / 4), c4 = u % (D / 4);
+                    const int64_t idx = (t * p.n_heads + h0 + hh) * n_split + split;
+                    *reinterpret_cast<float4*>(part + idx * D + 4 * c4) =
+                        *reinterpret_cast<const float4*>(os + hh * D + 4 * c4);
+                }
+            }
+        } else if (jp == 0 && c_begin < c_end) {
 #pragma unroll
             for (int hh = 0; hh < HB; ++hh) {
                 const int64_t idx = (t * p.n_heads + h0 + hh) * n_split + split;
