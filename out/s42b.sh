@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 42, call 3: what lands (top-k's floor; P·V on tensor cores for the 8-bit caches)
-# against main (out/ab-base.tgz from scripts/ab_base.sh main; carry it): the suites, the
-# sanitizers on the new paths, the 64-sequence rows with each cache type and top-k, tg128.
+# against main (out/ab-base.tgz from scripts/ab_base.sh main; carry it): the attention and
+# sampling suites, the 64-sequence rows (int8, f16, top-k 64), then, as time allows, the
+# sanitizers on the new paths and test_model.
 #   mkdir -p $OUT && OUT=$OUT bash out/s42b.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,12 +32,6 @@ t() {  # t NAME TIMEOUT BIN ARGS...: a test binary, its verdict lines
 }
 t attention 200 $B/test_cuda_attention
 t sampling 150 $B/test_cuda_sampling
-for tool in memcheck racecheck; do
-  timeout 120 compute-sanitizer --tool $tool --error-exitcode 1 $B/test_cuda_attention \
-    --gtest_filter='Cache/CudaAttentionKv.DecodeEveryHeadGroup/*:Cache/CudaAttentionKv.ManySequencesDecode/*' \
-    > /tmp/$tool-att.log 2>&1; echo "$tool attention rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/$tool-att.log | tail -1
-done 2>&1 | tee $OUT/sanitizers.log
-t model 120 $B/test_model --gtest_filter='*DecodeArgmax*:*Graph*:*Batching*:*Int8*:*Fp8*:*Cache*'
 wait
 el "tested; base built, model made"
 b() {  # b BIN ARGS...: one bench line (the tokens/s columns)
@@ -44,13 +39,20 @@ b() {  # b BIN ARGS...: one bench line (the tokens/s columns)
   echo "${bin%%/*} $* :: $(timeout 150 $bin/hf2q bench -m /tmp/g26.gguf --backend cuda "$@" 2>&1 |
     grep -E '^\| gemma' | cut -d'|' -f6-7 | tr '\n' ' ')"
 }
-{ for i in 1 2; do
-    for c in "" "--cache-type int8"; do
-      b $A -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 $c; b $B -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 $c
-    done
-  done
-  b $A -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type fp8; b $B -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type fp8
+{ b $A -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type int8; b $B -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type int8
+  b $A -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096; b $B -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096
   b $A -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --top-k 64; b $B -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --top-k 64
-  before 540 && { b $A -p '' -n 128 -b 1 -r 2 --top-k 64; b $B -p '' -n 128 -b 1 -r 2 --top-k 64; }
+  before 420 && { b $A -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type int8
+                  b $B -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type int8; }
+  before 460 && { b $A -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096; b $B -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096; }
 } 2>&1 | tee $OUT/bench.txt
+el bench
+if before 480; then
+for tool in memcheck racecheck; do
+  timeout 120 compute-sanitizer --tool $tool --error-exitcode 1 $B/test_cuda_attention \
+    --gtest_filter='Cache/CudaAttentionKv.DecodeEveryHeadGroup/*:Cache/CudaAttentionKv.ManySequencesDecode/*' \
+    > /tmp/$tool-att.log 2>&1; echo "$tool attention rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/$tool-att.log | tail -1
+done 2>&1 | tee $OUT/sanitizers.log
+t model 120 $B/test_model --gtest_filter='*DecodeArgmax*:*Graph*:*Batching*:*Int8*:*Fp8*:*Cache*'
+fi
 el done
