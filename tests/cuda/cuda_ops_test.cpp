@@ -1753,6 +1753,236 @@ TEST_F(CudaOps, DenseBatchMatmulMatchesBf16Reference) {
     }
 }
 
+// Batched decode's dense products from the block formats (gemm_small.cu): Q4_K rows
+// and Q6_K planes (decode_layout) at 17-64 tokens. The reference is the CPU product
+// of the BF16-rounded activations and weights (each dequantized value rounded once,
+// exactly as the kernel and the BF16 copies decode it), so the two differ only in the
+// order of the f32 sums. Per value the bound is 5e-5 of Σ|x|·|w| over the row (f32
+// sums of K ≤ 16384 terms in any order: about sqrt(K)·2^-24 of it, 1e-5 at most in
+// practice; one misplaced or misdecoded value of a K-term row is about 1/K of it,
+// above the bound up to K ~ 20,000), and over all values the relative error of the
+// existing dense test (1e-4).
+class CudaSmallGemm : public CudaOps {
+protected:
+    struct Weight {
+        ops::WeightView w;
+        std::vector<float> values;  // dequantized, rounded to BF16, n_out × n_in
+    };
+    Weight weight(GgmlType t, int64_t N, int64_t K) {
+        const auto [wq, row_bytes] = random_quantized(t, N, K, 0.05f);
+        Weight r;
+        r.w = {t, K, N, row_bytes, dev(wq)};
+        if (t == GgmlType::Q6_K) {
+            r.w.decode_layout = gpu->decode_layout(r.w);
+            EXPECT_NE(r.w.decode_layout, nullptr);
+        }
+        r.values.resize(static_cast<size_t>(N * K));
+        for (int64_t i = 0; i < N; ++i) {
+            const uint8_t* row = wq.data() + static_cast<size_t>(i) * row_bytes;
+            float* out = r.values.data() + i * K;
+            if (t == GgmlType::Q4_K)
+                q4k_as_expanded(row, out, K);
+            else
+                quant::dequantize_row(t, row, out, K);
+        }
+        for (auto& v : r.values) v = bf16_round(v);
+        return r;
+    }
+    // A Q4_K row as the device's expansion and the kernel decode it (dequant.cuh,
+    // Piece<Q4_K>): d·sc and dmin·m rounded, then one fma. The CPU dequantizer rounds
+    // q·d·sc before subtracting, which after the BF16 rounding differs in about one
+    // value in 2^16 by one BF16 step: too much for the bound on short rows.
+    static void q4k_as_expanded(const uint8_t* row, float* out, int64_t n) {
+        auto f16 = [](const uint8_t* p) { return quant::fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); };
+        for (int64_t b = 0; b < n / 256; ++b) {
+            const uint8_t* blk = row + b * 144;
+            const uint8_t* sc = blk + 4;
+            for (int j = 0; j < 8; ++j) {
+                const int s = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
+                const int m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+                const float d1 = f16(blk) * static_cast<float>(s), m1 = f16(blk + 2) * static_cast<float>(m);
+                for (int i = 0; i < 32; ++i) {
+                    const int q = (blk[16 + 32 * (j / 2) + i] >> (4 * (j % 2))) & 15;
+                    out[b * 256 + 32 * j + i] = std::fma(d1, static_cast<float>(q), -m1);
+                }
+            }
+        }
+    }
+    // The reference of T tokens of x (row stride xs) into rows of stride ys, and the
+    // per-value bound: 5e-5 · Σ|x|·|w|.
+    void reference(const Weight& w, const std::vector<float>& x, int64_t T, int64_t xs, int64_t ys,
+                   std::vector<float>& ref, std::vector<float>& bound) {
+        const int64_t N = w.w.n_out, K = w.w.n_in;
+        std::vector<float> xr = x, xa(x.size()), wa(w.values.size());
+        for (auto& v : xr) v = bf16_round(v);
+        for (size_t i = 0; i < xr.size(); ++i) xa[i] = std::fabs(xr[i]);
+        for (size_t i = 0; i < wa.size(); ++i) wa[i] = std::fabs(w.values[i]);
+        const uint64_t rb = static_cast<uint64_t>(K) * sizeof(float);
+        ref.assign(static_cast<size_t>(T * ys), 7.0f);
+        bound.assign(ref.size(), 0.0f);
+        cpu->matmul({{GgmlType::F32, K, N, rb, w.values.data()}, xr.data(), ref.data(), T, xs, ys});
+        cpu->matmul({{GgmlType::F32, K, N, rb, wa.data()}, xa.data(), bound.data(), T, xs, ys});
+        for (auto& b : bound) b *= 5e-5f;
+    }
+    // The producer's BF16 rows of x (ops/prepared.h): T rows of K values.
+    uint16_t* bf16_rows(const std::vector<float>& x, int64_t T, int64_t K, int64_t xs) {
+        std::vector<uint16_t> b(static_cast<size_t>(T * K));
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t i = 0; i < K; ++i) b[static_cast<size_t>(t * K + i)] = quant::fp32_to_bf16(x[t * xs + i]);
+        return dev(b);
+    }
+    // matmul of w on x into a fresh y of T × ys values (7 everywhere first; ys 0: rows of
+    // n_out, as the op reads a stride of 0).
+    std::vector<float> run(const ops::WeightView& w, const float* dx, const void* xb, int64_t T, int64_t xs,
+                           int64_t ys) {
+        const int64_t rows = ys != 0 ? ys : w.n_out;
+        float* dy = dev(std::vector<float>(static_cast<size_t>(T * rows), 7.0f));
+        ops::MatmulParams m{w, dx, dy, T, xs, ys};
+        m.x_bf16 = xb;
+        gpu->matmul(m);
+        return host(dy, static_cast<size_t>(T * rows));
+    }
+    // got against the reference: the bound per value, the relative error overall,
+    // the padding columns (N .. ys − 1) untouched.
+    void expect_close(const std::vector<float>& got, const std::vector<float>& ref, const std::vector<float>& bound,
+                      int64_t T, int64_t N, int64_t ys, const std::string& what) {
+        int64_t bad = 0, first = -1;
+        bool pad_kept = true;
+        std::vector<float> g, r;
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t c = 0; c < ys; ++c) {
+                const size_t i = static_cast<size_t>(t * ys + c);
+                if (c >= N) {
+                    pad_kept = pad_kept && got[i] == 7.0f;
+                    continue;
+                }
+                g.push_back(got[i]);
+                r.push_back(ref[i]);
+                if (!(std::fabs(got[i] - ref[i]) <= bound[i])) {
+                    if (first < 0) first = static_cast<int64_t>(i);
+                    ++bad;
+                }
+            }
+        EXPECT_EQ(bad, 0) << what << ": first at token " << first / ys << " row " << first % ys << " got "
+                          << (first >= 0 ? got[static_cast<size_t>(first)] : 0.0f) << " want "
+                          << (first >= 0 ? ref[static_cast<size_t>(first)] : 0.0f);
+        EXPECT_LT(rel_err(g, r), 1e-4) << what;
+        EXPECT_TRUE(pad_kept) << what << ": wrote outside its output columns";
+    }
+    // One shape at T tokens: the bound, two runs bit for bit, x_bf16 bit for bit.
+    void check_shape(const Weight& w, int64_t T, const std::string& name) {
+        const int64_t N = w.w.n_out, K = w.w.n_in, xs = K + 8, ys = N + 3;
+        const std::string what = name + " N=" + std::to_string(N) + " K=" + std::to_string(K) + " T=" +
+                                 std::to_string(T);
+        const auto x = randn(static_cast<size_t>(T * xs));
+        std::vector<float> ref, bound;
+        reference(w, x, T, xs, ys, ref, bound);
+        float* dx = dev(x);
+        const auto got = run(w.w, dx, nullptr, T, xs, ys);
+        expect_close(got, ref, bound, T, N, ys, what);
+        EXPECT_EQ(float_bits(run(w.w, dx, nullptr, T, xs, ys)), float_bits(got)) << what << ": two runs differ";
+        EXPECT_EQ(float_bits(run(w.w, dx, bf16_rows(x, T, K, xs), T, xs, ys)), float_bits(got))
+            << what << ": with the producer's BF16 rows";
+    }
+};
+
+// Row counts around the 128-row tiles (1, 100, 128, 130, 1000, 4168), K of one block,
+// two and the model's hidden size (2816), token counts at both tile sizes' edges
+// (17, 32, 33, 64), padded input and output strides, with and without x_bf16. A
+// Q5_0 weight of 2112 values (not whole 256-value blocks) takes the cuBLAS path.
+TEST_F(CudaSmallGemm, SmallBatchMatmulMatchesBf16Reference) {
+    struct Shape {
+        GgmlType type;
+        int64_t n_out, n_in;
+    };
+    const std::vector<Shape> shapes = {
+        {GgmlType::Q4_K, 1, 256},     {GgmlType::Q4_K, 100, 512},   {GgmlType::Q4_K, 128, 256},
+        {GgmlType::Q4_K, 130, 2816},  {GgmlType::Q4_K, 1000, 2816}, {GgmlType::Q4_K, 4168, 2816},
+        {GgmlType::Q6_K, 1, 512},     {GgmlType::Q6_K, 100, 256},   {GgmlType::Q6_K, 128, 2816},
+        {GgmlType::Q6_K, 130, 512},   {GgmlType::Q6_K, 1000, 2816}, {GgmlType::Q6_K, 4168, 2816},
+        {GgmlType::Q5_0, 130, 2112}};
+    for (const Shape& sh : shapes) {
+        const Weight w = weight(sh.type, sh.n_out, sh.n_in);
+        for (int64_t T : {17, 32, 33, 64}) check_shape(w, T, std::string(ggml_type_name(sh.type)));
+    }
+}
+
+// A long row in one or two tiles: 32 splits a tile (the most), so the reduction of
+// many partial tiles in split order, and its counters reset for the next launch (the
+// second run and another product in between give the same bits).
+TEST_F(CudaSmallGemm, SmallBatchMatmulManySplits) {
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+        for (int64_t N : {100, 130}) {
+            const Weight w = weight(t, N, 16384);
+            for (int64_t T : {20, 64}) check_shape(w, T, std::string(ggml_type_name(t)) + " many splits");
+        }
+}
+
+// matmul_multi: every product covered (one launch; Q4_K twice with different rows
+// and a Q6_K planes weight: one launch a type) and one that is not (Q6_K without
+// planes: cuBLAS beside the kernel). Each output, bit for bit, what the product gives
+// alone, whatever its output stride.
+TEST_F(CudaSmallGemm, SmallBatchMatmulMultiEqualsSeparateProducts) {
+    const int64_t K = 2816;
+    const Weight a = weight(GgmlType::Q4_K, 4096, K), b = weight(GgmlType::Q4_K, 1000, K);
+    const Weight c = weight(GgmlType::Q6_K, 130, K);
+    ops::WeightView c_plain = c.w;
+    c_plain.decode_layout = nullptr;
+    const ops::WeightView* const thirds[2] = {&c.w, &c_plain};
+    for (int64_t T : {17, 33, 64})
+        for (bool with_bf16 : {false, true})
+            for (const ops::WeightView* third : thirds) {
+                const std::string what = "T=" + std::to_string(T) + (with_bf16 ? " x_bf16" : "") +
+                                         (third == &c_plain ? " third without planes" : "");
+                const int64_t xs = K + 4;
+                const auto x = randn(static_cast<size_t>(T * xs));
+                float* dx = dev(x);
+                const void* xb = with_bf16 ? bf16_rows(x, T, K, xs) : nullptr;
+                const ops::WeightView* w[3] = {&a.w, &b.w, third};
+                ops::MultiMatmulParams m;
+                m.n = 3;
+                m.x = dx;
+                m.x_stride = xs;
+                m.n_tokens = T;
+                m.x_bf16 = xb;
+                for (int i = 0; i < 3; ++i) {
+                    m.w[i] = *w[i];
+                    m.y_stride[i] = w[i]->n_out + i;
+                    m.y[i] = dev(std::vector<float>(static_cast<size_t>(T * m.y_stride[i]), 7.0f));
+                }
+                gpu->matmul_multi(m);
+                for (int i = 0; i < 3; ++i) {
+                    const size_t n = static_cast<size_t>(T * m.y_stride[i]);
+                    EXPECT_EQ(float_bits(host(m.y[i], n)), float_bits(run(*w[i], dx, xb, T, xs, m.y_stride[i])))
+                        << what << " product " << i;
+                }
+            }
+}
+
+// Cheap enough for compute-sanitizer (memcheck, racecheck, initcheck): one tile of
+// each type, a partial tile, one split and several, a matmul_multi.
+TEST_F(CudaSmallGemm, SmallBatchMatmulSmallShapes) {
+    const Weight a = weight(GgmlType::Q4_K, 130, 512), b = weight(GgmlType::Q6_K, 40, 1024);
+    check_shape(a, 17, "Q4_K");
+    check_shape(b, 33, "Q6_K");
+    const Weight l = weight(GgmlType::Q4_K, 3, 4096);  // 8 splits of 8 chunks
+    check_shape(l, 64, "Q4_K split");
+    ops::MultiMatmulParams m;
+    const int64_t T = 20, K = 512;
+    float* dx = dev(randn(static_cast<size_t>(T * K)));
+    const Weight c = weight(GgmlType::Q4_K, 7, K);
+    m.n = 2;
+    m.x = dx;
+    m.n_tokens = T;
+    m.w[0] = a.w;
+    m.w[1] = c.w;
+    m.y[0] = gpu->alloc_array<float>(static_cast<size_t>(T * 130));
+    m.y[1] = gpu->alloc_array<float>(static_cast<size_t>(T * 7));
+    gpu->matmul_multi(m);
+    EXPECT_EQ(float_bits(host(m.y[0], static_cast<size_t>(T * 130))), float_bits(run(a.w, dx, nullptr, T, 0, 0)));
+    EXPECT_EQ(float_bits(host(m.y[1], static_cast<size_t>(T * 7))), float_bits(run(c.w, dx, nullptr, T, 0, 0)));
+}
+
 // gelu_tanh(g) · u as the CPU reference computes it (ops/activation.h).
 float host_geglu(float g, float u) {
     const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);

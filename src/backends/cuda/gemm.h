@@ -26,6 +26,10 @@ struct GemmWorkspace {
     bool no_grouped_gemm = false;  // cuBLAS refused the grouped BF16 → f32 call once
     int8_t* q8 = nullptr;         // activations quantized to 8 bits for the integer GEMV
     size_t q8_bytes = 0;
+    float* split = nullptr;       // partial f32 tiles of the small GEMM's split-K blocks (gemm_small.cu)
+    size_t split_floats = 0;
+    unsigned* arrivals = nullptr;  // its per-tile arrival counters, zero between launches
+    size_t n_arrivals = 0;
 };
 
 // Largest number of experts one grouped GEMM launch covers.
@@ -80,6 +84,28 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, G
 // All of w's rows expanded to BF16 into out (n_out × n_in values): the batch layout
 // (ops::Backend::batch_layout) that gemm_bf16 then multiplies without expanding.
 void expand_to_bf16(const ops::WeightView& w, __nv_bfloat16* out, cudaStream_t s);
+
+// 1: batched decode's dense products of 17-64 tokens on Q4_K rows and Q6_K planes run
+// gemm_small.cu's kernel instead of cuBLAS on the BF16 copies (matmul.cu), and the
+// backend allocates its split workspace. 0 (default): measured slower. H100, 26B-A4B
+// Q4_K_M, 64 sequences at 1,024: 4,282 -> 3,804 tokens/s (-11 %; docs/performance.md,
+// session 42, with the layers' Q6_K matrices in planes too): its exact f32 decoding
+// costs about 4.5 instructions a weight beside one MMA per 32 weights, at 8 warps an SM.
+#ifndef HF2Q_SMALL_GEMM
+#define HF2Q_SMALL_GEMM 0
+#endif
+
+// Batched decode's dense products read from the block formats (gemm_small.cu): 17-64
+// tokens, Q4_K rows as stored or Q6_K rows in planes (w.decode_layout), n_in a
+// multiple of 256, BF16 tensor-core precision. small_gemm_shape_ok: the weight and
+// token count it covers (the workspace aside). launch_small_gemm runs products 0 ..
+// n - 1 of p (all covered, one weight type, the activations' BF16 rows in xb: rows of
+// n_in values, 16-byte aligned) in one launch where the workspace holds all their
+// split tiles, else one launch each; each product's split is a function of its own
+// shape, so every product gives the bits it gives alone.
+bool small_gemm_shape_ok(const ops::WeightView& w, int64_t n_tokens);
+void launch_small_gemm(const ops::WeightView* const* w, float* const* y, const int64_t* y_stride, int n,
+                       const __nv_bfloat16* xb, int64_t n_tokens, GemmWorkspace& ws, cudaStream_t s);
 
 // Reference precision: W expanded to f32 in row chunks, cuBLAS SGEMM (FP32 units).
 void gemm_f32(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
