@@ -229,6 +229,21 @@ __device__ __forceinline__ void mma_chunk(const uint8_t* slot, int kc, int nb, f
     }
 }
 
+// f(tok, col, v0, v1) for each pair of adjacent columns of the block's tile this lane
+// holds (m16n8 accumulator layout: token row lane / 4 (+8), columns 2 (lane % 4) + 0, 1
+// of warp w's 32 rows).
+template <int kTok, class F>
+__device__ __forceinline__ void for_each_pair(const float (&acc)[kTok / 16][4][4], int warp, int lane, F&& f) {
+#pragma unroll
+    for (int mt = 0; mt < kTok / 16; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+                f(mt * 16 + (lane >> 2) + 8 * hf, warp * 32 + nt * 8 + 2 * (lane & 3), acc[mt][nt][2 * hf],
+                  acc[mt][nt][2 * hf + 1]);
+}
+
 // The block's partial tile into its split's slab; the last of the tile's blocks to
 // arrive sums the slabs in split order into y and resets the tile's counter.
 template <int kTok>
@@ -239,16 +254,9 @@ __device__ void reduce_splits(const SmallProduct& pr, int n_tokens, int tile, in
     constexpr int kSlab = kTok * kRows;
     float* const tile_part = pr.part + static_cast<int64_t>(tile) * pr.splits * kSlab;
     float* const mine = tile_part + static_cast<int64_t>(split) * kSlab;
-#pragma unroll
-    for (int mt = 0; mt < kTok / 16; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int tok = mt * 16 + (lane >> 2) + 8 * hf, col = warp * 32 + nt * 8 + 2 * (lane & 3);
-                *reinterpret_cast<float2*>(mine + tok * kRows + col) =
-                    make_float2(acc[mt][nt][2 * hf], acc[mt][nt][2 * hf + 1]);
-            }
+    for_each_pair<kTok>(acc, warp, lane, [&](int tok, int col, float v0, float v1) {
+        *reinterpret_cast<float2*>(mine + tok * kRows + col) = make_float2(v0, v1);
+    });
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -344,19 +352,13 @@ __global__ void __launch_bounds__(kThreads, 2) small_gemm_kernel(const SmallPara
         return;
     }
     const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-#pragma unroll
-    for (int mt = 0; mt < kTok / 16; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int tok = mt * 16 + (lane >> 2) + 8 * hf;
-                const int64_t row = static_cast<int64_t>(row0) + warp * 32 + nt * 8 + 2 * (lane & 3);
-                if (tok >= p.n_tokens) continue;
-                float* yt = pr.y + tok * pr.ys;
-                if (row < pr.n_out) yt[row] = acc[mt][nt][2 * hf];
-                if (row + 1 < pr.n_out) yt[row + 1] = acc[mt][nt][2 * hf + 1];
-            }
+    for_each_pair<kTok>(acc, warp, lane, [&](int tok, int col, float v0, float v1) {
+        const int64_t row = static_cast<int64_t>(row0) + col;
+        if (tok >= p.n_tokens) return;
+        float* yt = pr.y + tok * pr.ys;
+        if (row < pr.n_out) yt[row] = v0;
+        if (row + 1 < pr.n_out) yt[row + 1] = v1;
+    });
 }
 
 int sm_count() {
