@@ -2545,8 +2545,13 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
         ops::WeightView w{sh.type, sh.n_in, sh.n_out, row_bytes, dev(wq)};
         ops::WeightView w32 = w;
         w.batch_layout = gpu->batch_layout(w);  // as the model loads it (batch copies `auto`)
+        w.decode_layout = gpu->decode_layout(w);  // and its decode layout (the LM head's Q6_K planes)
         w32.data = gpu32->alloc(wq.size());
         gpu32->upload(const_cast<void*>(w32.data), wq.data(), wq.size());
+        // The BF16 copy as a weight of its own: cuBLAS as the copy path runs it, beside
+        // the block formats' path (gemm_small.cu where HF2Q_SMALL_GEMM is on) at 17-64.
+        const ops::WeightView copy{GgmlType::BF16, sh.n_in, sh.n_out, 2 * static_cast<uint64_t>(sh.n_in),
+                                   w.batch_layout};
         for (int64_t T : {1, 8, 17, 32, 64, 128, 512, 4096}) {
             float* x = dev(randn(static_cast<size_t>(T * sh.n_in)));
             float* y = gpu->alloc_array<float>(static_cast<size_t>(T * sh.n_out));
@@ -2554,6 +2559,11 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
             std::printf("[ perf ] %-28s T=%5ld %9.1f us %8.1f GB/s (weights) %8.1f TFLOP/s\n", sh.name,
                         static_cast<long>(T), s * 1e6, static_cast<double>(wq.size()) / s / 1e9,
                         2.0 * static_cast<double>(T * sh.n_in * sh.n_out) / s / 1e12);
+            if (T > 16 && T <= 64 && copy.data != nullptr) {
+                const double sc = time_calls(*gpu, 50, [&] { gpu->matmul({copy, x, y, T, 0, 0}); });
+                std::printf("[ perf ] %-28s T=%5ld %9.1f us %8.1f GB/s (the BF16 copy, cuBLAS)\n", sh.name,
+                            static_cast<long>(T), sc * 1e6, 2.0 * static_cast<double>(sh.n_in * sh.n_out) / sc / 1e9);
+            }
             if (T <= 8) {  // the f32 GEMV of the reference precision, for comparison
                 float* x32 = gpu32->alloc_array<float>(static_cast<size_t>(T * sh.n_in));
                 float* y32 = gpu32->alloc_array<float>(static_cast<size_t>(T * sh.n_out));
