@@ -42,6 +42,13 @@ constexpr int kThreads = 128;
 constexpr int kChunk = 64;     // K values a ring slot holds
 constexpr int kMinChunksPerSplit = 8;
 constexpr int kMaxSplits = 32;
+// Blocks an SM a product's splits aim at (two fit by shared memory). Session 42 measured
+// 2; 1 leaves half the SMs' room to the kernels of the other stream (the experts beside
+// the dense MLP), one of the hypotheses for its loss (docs/performance.md). For the A/B.
+#ifndef HF2Q_SMALL_GEMM_WAVE
+#define HF2Q_SMALL_GEMM_WAVE 2
+#endif
+constexpr int kWaveBlocksPerSm = HF2Q_SMALL_GEMM_WAVE;
 // One token's chunk in shared memory: 128 bytes padded to 144, so the 8 rows an
 // ldmatrix reads fall on distinct banks.
 constexpr int kTokRowBytes = 2 * kChunk + 16;
@@ -373,13 +380,14 @@ int sm_count() {
 
 int tokens_tile(int64_t n_tokens) { return n_tokens <= 32 ? 32 : 64; }
 
-// Splits of a product of `tiles` row tiles over n_in values: one wave of two blocks an
-// SM, at least kMinChunksPerSplit chunks a split, within the workspace. A function of
-// the product's shape alone (and the fixed workspace), so a product gives the same
-// bits alone and inside a matmul_multi.
+// Splits of a product of `tiles` row tiles over n_in values: one wave of
+// kWaveBlocksPerSm blocks an SM, at least kMinChunksPerSplit chunks a split, within the
+// workspace. A function of the product's shape alone (and the fixed workspace), so a
+// product gives the same bits alone and inside a matmul_multi.
 int splits_for(int64_t tiles, int64_t n_in, int64_t n_tokens, const GemmWorkspace& ws) {
     const int64_t slab = static_cast<int64_t>(tokens_tile(n_tokens)) * kRows;
-    int64_t s = std::min<int64_t>({2 * sm_count() / tiles, n_in / kChunk / kMinChunksPerSplit, kMaxSplits});
+    int64_t s = std::min<int64_t>(
+        {int64_t{kWaveBlocksPerSm} * sm_count() / tiles, n_in / kChunk / kMinChunksPerSplit, kMaxSplits});
     s = std::min<int64_t>(s, static_cast<int64_t>(ws.split_floats) / (tiles * slab));
     if (tiles > static_cast<int64_t>(ws.n_arrivals)) s = 1;
     return static_cast<int>(std::max<int64_t>(s, 1));
