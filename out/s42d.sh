@@ -2,7 +2,9 @@
 # Session 42's hypothesis (1) for the small GEMM's loss, in one call: main as it is (the
 # small GEMM off) against the small GEMM on with splits aiming at two blocks an SM (as
 # measured) and at one (HF2Q_SMALL_GEMM_WAVE=1: half the SMs' room left to the experts'
-# stream), 64 sequences with the f16 and int8 caches. Three builds of this tree.
+# stream), 64 sequences with the f16 and int8 caches. Three builds of this tree. (On main the
+# layers' Q6_K matrices have no planes, so they stay on cuBLAS: session 42's measured build
+# had them; wip/small-gemm adds them.)
 #   mkdir -p $OUT && OUT=$OUT bash out/s42d.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
