@@ -158,8 +158,8 @@ const __nv_bfloat16* small_gemm_tokens(const float* x, int64_t x_stride, const v
 // as separate BF16 GEMMs (gemm_bf16, as launch_matmul runs them), so every product
 // gives the bits it gives alone. False (nothing issued) where none is covered.
 bool small_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
-    bool any = false;
-    for (int i = 0; i < p.n; ++i) any = any || small_gemm_covers(p.w[i], p.n_tokens, env);
+    bool covered[ops::MultiMatmulParams::kMax], any = false;
+    for (int i = 0; i < p.n; ++i) any = (covered[i] = small_gemm_covers(p.w[i], p.n_tokens, env)) || any;
     if (!any) return false;
     const int64_t n_in = p.w[0].n_in;
     const __nv_bfloat16* xb = small_gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, n_in, env, s);
@@ -170,7 +170,7 @@ bool small_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStrea
         int64_t ys[ops::MultiMatmulParams::kMax];
         int n = 0;
         for (int i = 0; i < p.n; ++i)
-            if (p.w[i].type == type && small_gemm_covers(p.w[i], p.n_tokens, env)) {
+            if (covered[i] && p.w[i].type == type) {
                 w[n] = &p.w[i];
                 y[n] = p.y[i];
                 ys[n++] = p.y_stride[i];
@@ -178,7 +178,7 @@ bool small_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStrea
         if (n > 0) launch_small_gemm(w, y, ys, n, xb, p.n_tokens, *env.ws, s);
     }
     for (int i = 0; i < p.n; ++i) {
-        if (small_gemm_covers(p.w[i], p.n_tokens, env)) continue;
+        if (covered[i]) continue;
         gemm_bf16(product(p, i), *env.ws, env.cublas, s, converted);
         converted = converted || p.x_bf16 == nullptr;  // the first such call converted x into ws.x
     }

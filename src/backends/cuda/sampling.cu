@@ -219,13 +219,13 @@ int threads_for(int64_t n) {
 // fixed grouping; the atomics only count (histograms, list slots), and the set a block
 // keeps does not depend on the order of its slots.
 constexpr int kTopkThreads = 256;  // = the histogram's bins: one bin a thread
+constexpr int kTopkPer = 32;       // keys a thread holds
+constexpr int kTopkKeys = kTopkThreads * kTopkPer;
+static_assert(ops::kTopkMax == kTopkThreads, "the final sort holds kTopkMax keys, one a thread");
 // Radix passes over the keys at or above block_floor only; 0 for the A/B.
 #ifndef HF2Q_TOPK_FLOOR
 #define HF2Q_TOPK_FLOOR 1
 #endif
-constexpr int kTopkPer = 32;       // keys a thread holds
-constexpr int kTopkKeys = kTopkThreads * kTopkPer;
-static_assert(ops::kTopkMax == kTopkThreads, "the final sort holds kTopkMax keys, one a thread");
 
 __device__ __forceinline__ uint64_t topk_key(float v, int32_t i) {
     uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
@@ -287,7 +287,7 @@ __device__ __forceinline__ uint64_t warp_sort_desc(uint64_t v) {
 // the floor, and the k-th largest does too. On logits about 1-2 % of a block's keys are
 // left. 0 (no floor) where a warp's offer is padding (a row's last, short segment).
 __device__ uint64_t block_floor(const uint64_t (&key)[kTopkPer], int32_t k, TopkShared& sh) {
-    static_assert(kTopkThreads == 256 && ops::kTopkMax <= kTopkThreads, "8 warps of 32 maxima cover k <= 256");
+    static_assert(kTopkThreads == 256, "8 warps of 32 maxima cover k <= kTopkMax = 256");
     uint64_t m = key[0];
 #pragma unroll
     for (int j = 1; j < kTopkPer; ++j) m = key[j] > m ? key[j] : m;
