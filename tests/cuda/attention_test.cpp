@@ -68,6 +68,7 @@ struct Case {
     bool release = false;     // table entries of blocks below every query's window become −1
     float qk_sd = 0.0f;       // 0: chosen so that scores have a standard deviation of ~3
     int64_t max_keys = 0;     // key bound passed to both backends (0: unknown)
+    bool q_spread = false;    // q rows scaled by 10^-3, 1 or 10^3 in turn, one value of each ×32
     std::string label() const {
         char b[192];
         std::snprintf(b, sizeof b,
@@ -169,6 +170,14 @@ KvSetup build(const Case& c, std::mt19937& rng) {
     }
     s.q.resize(s.pos.size() * static_cast<size_t>(s.n_heads * D));
     for (auto& x : s.q) x = fill(sd);
+    if (c.q_spread) {
+        const float scales[3] = {1e-3f, 1.0f, 1e3f};
+        for (size_t r = 0; r < s.q.size() / static_cast<size_t>(D); ++r) {
+            float* row = s.q.data() + r * static_cast<size_t>(D);
+            for (int64_t i = 0; i < D; ++i) row[i] *= scales[r % 3];
+            row[(r * 37) % static_cast<size_t>(D)] *= 32.0f;
+        }
+    }
     return s;
 }
 
@@ -528,6 +537,22 @@ TEST_P(CudaAttentionKv, DecodeEveryHeadGroup) {
             c.interleave = true;
             check(c);
             c.seqs = {{3001, 1}};
+            check(c);
+        }
+}
+
+// Query rows of very different scales, each with one large value: the i8 pools' scores
+// take each head's share of q as 15-bit fixed point with its own scale (attention_split.cu,
+// split_i8_imma), the other pools as F16 values.
+TEST_P(CudaAttentionKv, DecodeQueryScales) {
+    for (int64_t D : {256, 512})
+        for (int64_t gqa : {1, 2, 8}) {
+            Case c;
+            c.head_dim = D;
+            c.gqa = gqa;
+            c.q_spread = true;
+            c.seqs = {{1, 1}, {17, 1}, {100, 1}, {1030, 1}, {2100, 1}};
+            c.interleave = true;
             check(c);
         }
 }
