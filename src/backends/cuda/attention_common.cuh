@@ -46,8 +46,18 @@ constexpr int kMaxSplits = 128;
 // memory), and at most 128 keys (the split kernel's threads: a chunk's rows are
 // divided among them). A split's share of the key range is whole chunks, so the
 // dispatcher sizes the number of splits in these units.
+// HF2Q_SPLIT_BYTE_CHUNK: the bytes of K a chunk of a one-byte pool (e4m3, i8) holds, 16384
+// (default, as every pool) or 8192 for the A/B: half the keys a chunk, so half the shared memory
+// a block (registers then allow 4 blocks an SM where shared memory allowed 3) and half the work
+// between two barriers, for half the bytes a block has in flight. Why it is asked: the i8
+// pools' sliding layers read at 65 % of copy where f16's read at 83-91 % (session 43), and
+// their 16-chunk key ranges split into waves less evenly than f16's 32 chunks.
+#ifndef HF2Q_SPLIT_BYTE_CHUNK
+#define HF2Q_SPLIT_BYTE_CHUNK 16384
+#endif
+static_assert(HF2Q_SPLIT_BYTE_CHUNK == 16384 || HF2Q_SPLIT_BYTE_CHUNK == 8192, "HF2Q_SPLIT_BYTE_CHUNK: 16384 or 8192");
 __host__ __device__ constexpr int split_chunk_keys(int64_t head_dim, int64_t kv_bytes) {
-    const int64_t keys = 16384 / (head_dim * kv_bytes);
+    const int64_t keys = (kv_bytes == 1 ? HF2Q_SPLIT_BYTE_CHUNK : 16384) / (head_dim * kv_bytes);
     return static_cast<int>(keys < 128 ? keys : 128);
 }
 

@@ -73,6 +73,15 @@ struct SplitShape {
 // share of the head dimension. The k index of the MMA is permuted so a lane's four
 // values of a row are consecutive: fragment column pairs (2c, 2c + 1) and (2c + 8,
 // 2c + 9) hold dims 4c .. 4c + 3 of the 16, one 4- or 8-byte load each.
+// Accumulator chains of a warp's score tile: 1 (default: DK / 16 dependent MMAs, 16 for
+// the i8 sliding layers' 64-key chunks) or 2 (even and odd steps apart, summed at the end:
+// half the chain's latency between the chunk's first two barriers, for 4 registers), for
+// the A/B.
+#ifndef HF2Q_SPLIT_SCORE_CHAINS
+#define HF2Q_SPLIT_SCORE_CHAINS 1
+#endif
+static_assert(HF2Q_SPLIT_SCORE_CHAINS == 1 || HF2Q_SPLIT_SCORE_CHAINS == 2, "HF2Q_SPLIT_SCORE_CHAINS: 1 or 2");
+constexpr int kScoreChains = HF2Q_SPLIT_SCORE_CHAINS;
 template <int D, class KV>
 constexpr bool split_mma_ok() {
     constexpr int ck = SplitShape<D, KV>::kKeys;
@@ -460,12 +469,17 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
             const KV* k0 = ks + (b * CK + mt * 16 + lane / 4) * KLD + kp * DK + 4 * (lane % 4);
             const KV* k1 = k0 + 8 * KLD;
             float c4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            [[maybe_unused]] float c4b[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // kScoreChains == 2: odd steps
 #pragma unroll
             for (int kk = 0; kk < DK / 16; ++kk) {
                 uint32_t a[4];
                 k_quad_f16(k0 + 16 * kk, a[0], a[2]);
                 k_quad_f16(k1 + 16 * kk, a[1], a[3]);
-                mma_f16(c4, a, qf[2 * kk], qf[2 * kk + 1]);
+                mma_f16(kScoreChains == 2 && kk % 2 == 1 ? c4b : c4, a, qf[2 * kk], qf[2 * kk + 1]);
+            }
+            if constexpr (kScoreChains == 2) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) c4[i] += c4b[i];
             }
             // c4: keys lane / 4 and + 8 of the tile, heads 2·(lane % 4) and + 1.
             const int j = mt * 16 + lane / 4, hh = 2 * (lane % 4);
