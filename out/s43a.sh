@@ -6,13 +6,8 @@
 # times with every token handled by the tile kernel (quick skips), so the 21st D = 256 launch
 # is the 64-sequence decode case's 10th (session 43's s43c skipped 10 and caught a prefill one).
 #   mkdir -p $OUT && OUT=$OUT bash out/s43a.sh
-set -uo pipefail
 cd "$(dirname "$0")/.."
-export OUT=${OUT:-out/gpu}
-mkdir -p "$OUT"
-t0=$(date +%s)
-el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+source out/device_lib.sh
 B=build-gpu/bin
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON > /tmp/cfg.log 2>&1
 cmake --build build-gpu -j16 --target test_cuda_attention > /tmp/build.log 2>&1 ||

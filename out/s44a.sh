@@ -6,14 +6,8 @@
 # DISABLED_Perf's decode rows (i8, f16), the 64-sequence rows (int8 and f16, alternating), and
 # the attention suite on each variant.
 #   mkdir -p $OUT && OUT=$OUT bash out/s44a.sh
-set -uo pipefail
 cd "$(dirname "$0")/.."
-export OUT=${OUT:-out/gpu}
-mkdir -p "$OUT"
-t0=$(date +%s)
-el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
-before() { [ $(( $(date +%s) - t0 )) -lt "$1" ]; }
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+source out/device_lib.sh
 build() {  # build DIR CUDA_FLAGS
   ( cmake -S . -B $1 -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON "-DCMAKE_CUDA_FLAGS=$2" > /tmp/cfg-$1.log 2>&1 &&
     cmake --build $1 -j16 --target hf2q test_cuda_attention > /tmp/build-$1.log 2>&1; echo "$1 rc=$?"
@@ -45,11 +39,6 @@ b() {  # b DIR ARGS...: one bench line (the tokens/s columns)
   for d in build-gpu build-ch2; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096; done
 } 2>&1 | tee $OUT/bench.txt
 el bench
-t() {  # t NAME TIMEOUT BIN ARGS...: a test binary, its verdict lines
-  local name=$1 to=$2; shift 2
-  timeout $to "$@" > $OUT/$name.log 2>&1; echo "$name rc=$?"
-  grep -E "^\[  FAILED|PASSED|Failure" $OUT/$name.log | head -10
-}
 before 420 && t attention-ck8 80 build-ck8/bin/test_cuda_attention --gtest_filter='Cache/*:-*DISABLED*:Cache/*/f32:Cache/*/f16'
 before 500 && t attention-ch2 80 build-ch2/bin/test_cuda_attention --gtest_filter='Cache/*:-*DISABLED*'
 el done
