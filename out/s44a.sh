@@ -28,11 +28,6 @@ for kv in i8 f16; do
 done | tee $OUT/perf.txt
 wait
 el perf
-b() {  # b DIR ARGS...: one bench line (the tokens/s columns)
-  local d=$1; shift
-  echo "$d $* :: $(timeout 100 $d/bin/hf2q bench -m /tmp/g26.gguf --backend cuda "$@" 2>&1 |
-    grep -E '^\| gemma' | cut -d'|' -f6-7 | tr '\n' ' ')"
-}
 { for i in 1 2; do
     for d in build-gpu build-ck8 build-ch2; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type int8; done
   done
