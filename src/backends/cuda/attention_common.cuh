@@ -48,16 +48,27 @@ constexpr int kMaxSplits = 128;
 // dispatcher sizes the number of splits in these units.
 // HF2Q_SPLIT_BYTE_CHUNK: the bytes of K a chunk of a one-byte pool (e4m3, i8) holds, 16384
 // (default, as every pool) or 8192 for the A/B: half the keys a chunk, so half the shared memory
-// a block (registers then allow 4 blocks an SM where shared memory allowed 3) and half the work
-// between two barriers, for half the bytes a block has in flight. Why it is asked: the i8
+// a block (i8 at head size 256, 2 heads a block: 80 registers instead of 114, so about 6 blocks
+// an SM where shared memory allowed 3) and half the work between two barriers, for half the
+// bytes a block has in flight. Why it is asked: the i8
 // pools' sliding layers read at 65 % of copy where f16's read at 83-91 % (session 43), and
 // their 16-chunk key ranges split into waves less evenly than f16's 32 chunks.
+// HF2Q_SPLIT_HALF_CHUNK: the same for f16 pools (16384 or 8192), whose sliding layers read
+// at 83-91 % of copy: what is left there is the waves' fill and each item's first chunk.
 #ifndef HF2Q_SPLIT_BYTE_CHUNK
 #define HF2Q_SPLIT_BYTE_CHUNK 16384
 #endif
+#ifndef HF2Q_SPLIT_HALF_CHUNK
+#define HF2Q_SPLIT_HALF_CHUNK 16384
+#endif
 static_assert(HF2Q_SPLIT_BYTE_CHUNK == 16384 || HF2Q_SPLIT_BYTE_CHUNK == 8192, "HF2Q_SPLIT_BYTE_CHUNK: 16384 or 8192");
+static_assert(HF2Q_SPLIT_HALF_CHUNK == 16384 || HF2Q_SPLIT_HALF_CHUNK == 8192, "HF2Q_SPLIT_HALF_CHUNK: 16384 or 8192");
 __host__ __device__ constexpr int split_chunk_keys(int64_t head_dim, int64_t kv_bytes) {
-    const int64_t keys = (kv_bytes == 1 ? HF2Q_SPLIT_BYTE_CHUNK : 16384) / (head_dim * kv_bytes);
+    // The switches' smaller chunks keep at least 16 keys where 16 KiB holds 16 (the MMA score
+    // phase's key tile: an f16 chunk of head size 512 stays 16 keys).
+    const int64_t bytes = kv_bytes == 1 ? HF2Q_SPLIT_BYTE_CHUNK : kv_bytes == 2 ? HF2Q_SPLIT_HALF_CHUNK : 16384;
+    const int64_t full = 16384 / (head_dim * kv_bytes), least = full < 16 ? full : 16;
+    const int64_t want = bytes / (head_dim * kv_bytes), keys = want > least ? want : least;
     return static_cast<int>(keys < 128 ? keys : 128);
 }
 
