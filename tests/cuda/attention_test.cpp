@@ -542,9 +542,9 @@ TEST_P(CudaAttentionKv, DecodeEveryHeadGroup) {
 }
 
 // Query rows of very different scales, each with one large value: the tensor-core score
-// phases round q to F16 (near its subnormals at 10^-3, near its top at 10^3 × 32), and an
-// integer score phase would take each head's share as fixed point with one scale (session
-// 43's, docs/performance.md), which an outlier coarsens for the rest of the share.
+// phases round q to F16 (down to its subnormals at 10^-3, within 3 times its largest value at
+// 10^3 × 32), and an integer score phase would take each head's share as fixed point with one
+// scale (session 43's, docs/performance.md), which an outlier coarsens for the rest of the share.
 TEST_P(CudaAttentionKv, DecodeQueryScales) {
     for (int64_t D : {256, 512})
         for (int64_t gqa : {1, 2, 8}) {

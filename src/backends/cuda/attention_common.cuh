@@ -50,9 +50,9 @@ constexpr int kMaxSplits = 128;
 // (default, as every pool) or 8192 for the A/B: half the keys a chunk, so half the shared memory
 // a block (i8 at head size 256, 2 heads a block: 80 registers instead of 114, so about 6 blocks
 // an SM where shared memory allowed 3) and half the work between two barriers, for half the
-// bytes a block has in flight. Why it is asked: the i8
-// pools' sliding layers read at 65 % of copy where f16's read at 83-91 % (session 43), and
-// their 16-chunk key ranges split into waves less evenly than f16's 32 chunks.
+// bytes a block has in flight. Why it is asked: the i8 pools' sliding layers read at 65 % of
+// copy where f16's read at 83-91 % (session 43), and their 16-chunk key ranges split into
+// waves less evenly than f16's 32 chunks.
 // HF2Q_SPLIT_HALF_CHUNK: the same for f16 pools (16384 or 8192), whose sliding layers read
 // at 83-91 % of copy: what is left there is the waves' fill and each item's first chunk.
 #ifndef HF2Q_SPLIT_BYTE_CHUNK
