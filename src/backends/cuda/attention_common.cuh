@@ -71,6 +71,13 @@ __host__ __device__ constexpr int split_chunk_keys(int64_t head_dim, int64_t kv_
     const int64_t want = bytes / (head_dim * kv_bytes), keys = want > least ? want : least;
     return static_cast<int>(keys < 128 ? keys : 128);
 }
+static_assert(split_chunk_keys(256, 1) == HF2Q_SPLIT_BYTE_CHUNK / 256 &&
+                  split_chunk_keys(512, 1) == HF2Q_SPLIT_BYTE_CHUNK / 512,
+              "one-byte chunks: HF2Q_SPLIT_BYTE_CHUNK of K");
+static_assert(split_chunk_keys(256, 2) == HF2Q_SPLIT_HALF_CHUNK / 512 && split_chunk_keys(512, 2) == 16,
+              "f16 chunks: HF2Q_SPLIT_HALF_CHUNK of K, but the MMA tile's 16 keys at least");
+static_assert(split_chunk_keys(512, 4) == 8 && split_chunk_keys(64, 4) == 64 && split_chunk_keys(64, 1) == 128,
+              "f32 chunks: 16 KiB of K; at most 128 keys");
 
 // Lowest key position visible to a query at position p (ops/attention.h).
 __host__ __device__ inline int32_t window_lo(int32_t p, int32_t window) {
