@@ -89,9 +89,10 @@ void expand_to_bf16(const ops::WeightView& w, __nv_bfloat16* out, cudaStream_t s
 // gemm_small.cu's kernel instead of cuBLAS on the BF16 copies (matmul.cu), and the
 // backend allocates its split workspace. 0 (default): measured slower. H100, 26B-A4B
 // Q4_K_M, 64 sequences at 1,024: 4,282 -> 3,804 tokens/s (-11 %; docs/performance.md,
-// session 42, with the layers' Q6_K matrices in planes too; why is not yet measured:
-// that section's hypotheses, first among them that its launches fill every SM where the
-// step runs the experts on a second stream beside the dense MLP).
+// session 42, with the layers' Q6_K matrices in planes too). Alone against cuBLAS on
+// each product's BF16 copy it loses too (session 43, H100: q at 64 tokens 26.3 against
+// 14.7 us): latency-bound, about 5 warps an SM and DRAM 8 % busy, so a next attempt needs
+// several times the warps an SM, not cheaper decoding.
 #ifndef HF2Q_SMALL_GEMM
 #define HF2Q_SMALL_GEMM 0
 #endif

@@ -43,8 +43,9 @@ constexpr int kChunk = 64;     // K values a ring slot holds
 constexpr int kMinChunksPerSplit = 8;
 constexpr int kMaxSplits = 32;
 // Blocks an SM a product's splits aim at (two fit by shared memory). Session 42 measured
-// 2; 1 leaves half the SMs' room to the kernels of the other stream (the experts beside
-// the dense MLP), one of the hypotheses for its loss (docs/performance.md). For the A/B.
+// 2; 1 would leave half the SMs' room to the kernels of the other stream (the experts
+// beside the dense MLP). Session 43 found the kernel slower than cuBLAS alone, so that
+// A/B (out/s42d.sh) was not run; the knob stays for the next attempt's split counts.
 #ifndef HF2Q_SMALL_GEMM_WAVE
 #define HF2Q_SMALL_GEMM_WAVE 2
 #endif
