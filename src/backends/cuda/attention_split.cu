@@ -686,13 +686,293 @@ __global__ void __launch_bounds__(128)
     }
 }
 
+// ---- keys by warp (HF2Q_SPLIT_WARP_KEYS) ----------------------------------------
+
+// The i8 pools at head size 256 with the MMA phases: each warp takes its own 16-key tiles of
+// the split's keys (tiles warp, warp + 4, ...), stages them itself (cp.async, HF2Q_SPLIT_WARP_STAGES
+// stages a warp, warp-level waits), and keeps its own online softmax and P·V accumulators over the whole head
+// dimension; the four warps merge at the end. Why: with a chunk shared by the block, each chunk
+// took four block barriers (scores, softmax on HB of the 4 warps, P·V, buffer reuse) and the
+// scores and probabilities a round trip through shared memory; ncu on an H100 (session 44, 64
+// sequences at 1,024 keys): 1.56 instructions a cycle an SM, 60 % of cycles with no eligible
+// warp, the largest stall the barrier (1.69 cycles an instruction of 7.07), and the kernel at
+// 69 % of DRAM's rate. Here a warp's P tile goes from the score accumulators to the P·V
+// operand in registers (movmatrix), and no block barrier falls inside the key loop.
+// Same work items, chunk bounds, partials and results (to rounding) as split_item's.
+// Measured so far on the kernel alone (H100, session 44, out/s44f.sh, two stages): 64 sequences
+// at 1,024 keys 120.2 / 119.9 -> 117.0 / 117.1 us (+2.6 %), one sequence unchanged (8.3 us at
+// 300 keys, 9.5 -> 9.8 us at the window); the attention suite's i8 instances passed. The whole
+// decode step with it is next (out/s45a.sh), and so it stays off.
+// A compile definition for the A/B (0: split_item for every instance).
+#ifndef HF2Q_SPLIT_WARP_KEYS
+#define HF2Q_SPLIT_WARP_KEYS 0
+#endif
+template <int D, class KV, bool MMA>
+constexpr bool split_warp_ok() {
+    return HF2Q_SPLIT_WARP_KEYS && MMA && D == 256 && kv_scaled<KV>;
+}
+// Stages a warp cycles through: 2 (one tile in flight while one is computed; 68 KB a block,
+// 3 blocks an SM) or 3 (two in flight; 102 KB, 2 blocks an SM), for the A/B.
+#ifndef HF2Q_SPLIT_WARP_STAGES
+#define HF2Q_SPLIT_WARP_STAGES 2
+#endif
+static_assert(HF2Q_SPLIT_WARP_STAGES == 2 || HF2Q_SPLIT_WARP_STAGES == 3, "HF2Q_SPLIT_WARP_STAGES: 2 or 3");
+
+template <int D>
+struct WarpShape {
+    static constexpr int kTile = 16;      // keys a warp takes at a time (the MMA's m)
+    static constexpr int kLd = D + 16;    // bytes a staged row (padded by 16, as the chunk kernel's)
+    static constexpr int kStages = HF2Q_SPLIT_WARP_STAGES;
+    static constexpr size_t kWarpBytes = size_t{kStages} * 2 * kTile * kLd;  // K and V of every stage
+};
+
+// Four warps' stages, then each warp's (m, l) of the block's heads. After the key loop the
+// stages hold the warps' scaled accumulators [4][HB][D] and the merged rows [HB][D] (floats).
+template <int D, int HB>
+constexpr size_t split_warp_smem_bytes() {
+    static_assert(5 * size_t{HB} * D * sizeof(float) <= 4 * WarpShape<D>::kWarpBytes, "merge rows exceed the stages");
+    return 4 * WarpShape<D>::kWarpBytes + 2 * 4 * size_t{HB} * sizeof(float);
+}
+
+// One (token, head group, split) work item of the warp kernel; the caller synchronises
+// between items.
+template <int D, int HB, class KV>
+__device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, int64_t t, int n_split,
+                                                 float* __restrict__ part, float scale_log2, unsigned char* smem) {
+    constexpr int CK = SplitShape<D, KV>::kKeys, TK = WarpShape<D>::kTile, LD = WarpShape<D>::kLd;
+    constexpr int NT = 128, NW = NT / 32, T = D / 16;  // T: P·V tiles of a warp (the whole head dimension)
+    constexpr unsigned kAll = 0xffffffffu;
+    static_assert(HB <= 8 && TK * (D / 16) % 32 == 0, "unexpected warp shape");
+    const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const KV* const k_pool = static_cast<const KV*>(p.k_pool);
+    const KV* const v_pool = static_cast<const KV*>(p.v_pool);
+    const int64_t h0 = int64_t{blockIdx.y} * HB, kvh = h0 / (p.n_heads / p.n_kv_heads), kv_row = p.n_kv_heads * D;
+    const int split = static_cast<int>(blockIdx.z);
+    const int32_t bs = static_cast<int32_t>(p.block_size), pos = p.pos[t], lo = window_lo(pos, p.window);
+    const int32_t* table = p.tables[t];
+    // The split's keys [k_lo, k_hi], whole chunks of CK as split_item's.
+    const int n_chunks = (pos - lo + 1 + CK - 1) / CK, per = (n_chunks + n_split - 1) / n_split;
+    const int c_begin = split * per, c_end = min(n_chunks, c_begin + per);
+    const int32_t k_lo = lo + c_begin * CK, k_hi = min(pos, lo + c_end * CK - 1);
+    const int n_tiles = c_begin < c_end ? (k_hi - k_lo + TK) / TK : 0;
+
+    KV* const stage = reinterpret_cast<KV*>(smem + warp * WarpShape<D>::kWarpBytes);  // [stage][K, V][TK][LD]
+    float* const m_w = reinterpret_cast<float*>(smem + 4 * WarpShape<D>::kWarpBytes);  // [warp][HB]
+    float* const l_w = m_w + NW * HB;
+
+    // q of head g (zeros past HB) in F16 B fragments over the whole head dimension, the k
+    // index permuted as in split_item's score phase.
+    uint32_t qf[2 * (D / 16)];
+    {
+        const float* qrow = p.q + (t * p.n_heads + h0 + (g < HB ? g : 0)) * D + 4 * t4;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (g < HB) f = __ldg(reinterpret_cast<const float4*>(qrow + 16 * kk));
+            qf[2 * kk] = pack_half2(f.x, f.y);
+            qf[2 * kk + 1] = pack_half2(f.z, f.w);
+        }
+    }
+
+    // Pool offset of key r = lane % 16 of tile j, or −1 (past the split, or no tile j).
+    auto tile_offset = [&](int j) -> int64_t {
+        const int32_t key = k_lo + j * TK + lane % TK;
+        if (j >= n_tiles || key > k_hi) return -1;
+        return (static_cast<int64_t>(table[key / bs]) * bs + key % bs) * kv_row + kvh * D;
+    };
+    auto row_scale = [&](const float* sc, int64_t off) { return off >= 0 ? sc[off / D] : 0.0f; };
+    // Copies the tile whose row offsets lanes r and r + 16 hold (off) into stage s; rows past the
+    // split become zeros.
+    auto issue = [&](int s, int64_t off) {
+        KV* const ks = stage + s * 2 * TK * LD;
+        KV* const vs = ks + TK * LD;
+#pragma unroll
+        for (int i = 0; i < TK * (D / 16) / 32; ++i) {
+            const int u = lane + 32 * i, r = u / (D / 16), col = (u % (D / 16)) * 16;
+            const int64_t o = __shfl_sync(kAll, off, r);
+            const bool ok = o >= 0;
+            cp_async16(ks + r * LD + col, k_pool + (ok ? o + col : 0), ok ? 16 : 0);
+            cp_async16(vs + r * LD + col, v_pool + (ok ? o + col : 0), ok ? 16 : 0);
+        }
+    };
+
+    float m0 = -FLT_MAX, m1 = -FLT_MAX;  // heads 2·t4 and + 1: running max (log2 units)
+    float l0 = 0.0f, l1 = 0.0f;          // and this lane's keys' share of the sum
+    float o[T][4] = {};
+    // Offsets and row scales of the tiles j, j + NW, ... j + (S − 1)·NW: each looked up a tile
+    // ahead of its copy, which goes S − 1 tiles ahead of its use.
+    constexpr int S = WarpShape<D>::kStages;
+    int j = warp;
+    int64_t offs[S];
+    float kss[S], vss[S];
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+        offs[i] = tile_offset(j + i * NW);
+        kss[i] = row_scale(p.k_scale, offs[i]);
+        vss[i] = row_scale(p.v_scale, offs[i]);
+    }
+#pragma unroll
+    for (int i = 0; i + 1 < S; ++i) {
+        if (j + i * NW < n_tiles) issue(i, offs[i]);
+        cp_async_commit();
+    }
+    for (int s = 0; j < n_tiles; j += NW, s = s + 1 == S ? 0 : s + 1) {
+        if (j + (S - 1) * NW < n_tiles) issue(s == 0 ? S - 1 : s - 1, offs[S - 1]);
+        cp_async_commit();
+        const int64_t off_after = tile_offset(j + S * NW);
+        const float ks_after = row_scale(p.k_scale, off_after), vs_after = row_scale(p.v_scale, off_after);
+        cp_async_wait<S - 1>();
+        __syncwarp();  // every lane's copies of tile j
+
+        const KV* const ks = stage + s * 2 * TK * LD;
+        // Scores S^T = K·Q^T: c[0], c[1] key g, heads 2·t4 and + 1; c[2], c[3] key g + 8.
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        {
+            const KV* k0 = ks + g * LD + 4 * t4;
+            const KV* k1 = k0 + 8 * LD;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                uint32_t a[4];
+                k_quad_f16(k0 + 16 * kk, a[0], a[2]);
+                k_quad_f16(k1 + 16 * kk, a[1], a[3]);
+                mma_f16(c, a, qf[2 * kk], qf[2 * kk + 1]);
+            }
+        }
+        const int32_t key = k_lo + j * TK + g;
+        const float ka = __shfl_sync(kAll, kss[0], g) * scale_log2, kb = __shfl_sync(kAll, kss[0], g + 8) * scale_log2;
+        const float va = __shfl_sync(kAll, vss[0], g) * kPvScale, vb = __shfl_sync(kAll, vss[0], g + 8) * kPvScale;
+        const float s0 = key <= k_hi ? c[0] * ka : -INFINITY, s1 = key <= k_hi ? c[1] * ka : -INFINITY;
+        const float s2 = key + 8 <= k_hi ? c[2] * kb : -INFINITY, s3 = key + 8 <= k_hi ? c[3] * kb : -INFINITY;
+        // Online softmax per head over the warp's keys (the lanes of one t4 hold a head's 16).
+        float x0 = fmaxf(s0, s2), x1 = fmaxf(s1, s3);
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+            x0 = fmaxf(x0, __shfl_xor_sync(kAll, x0, off));
+            x1 = fmaxf(x1, __shfl_xor_sync(kAll, x1, off));
+        }
+        const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+        const float r0 = exp2f(m0 - n0), r1 = exp2f(m1 - n1);
+        if (__any_sync(kAll, r0 != 1.0f || r1 != 1.0f)) {  // a new maximum: rescale the accumulators
+#pragma unroll
+            for (int i = 0; i < T; ++i) {
+                o[i][0] *= r0;
+                o[i][1] *= r1;
+                o[i][2] *= r0;
+                o[i][3] *= r1;
+            }
+        }
+        m0 = n0;
+        m1 = n1;
+        const float e0 = exp2f(s0 - n0), e1 = exp2f(s1 - n1), e2 = exp2f(s2 - n0), e3 = exp2f(s3 - n1);
+        l0 = l0 * r0 + e0 + e2;
+        l1 = l1 * r1 + e1 + e3;
+        // P·V on tensor cores: the weights (times the V row scale and kPvScale) as P^T fragments,
+        // keys 0-7 and 8-15 of the tile each an 8×8 transpose of the score layout.
+        const uint32_t b0 = movmatrix_trans(pack_half2(e0 * va, e1 * va));
+        const uint32_t b1 = movmatrix_trans(pack_half2(e2 * vb, e3 * vb));
+        pv_step<KV, T, LD>(o, ks + TK * LD, lane, b0, b1);
+        __syncwarp();  // stage s is read before the next tile's copies overwrite it
+#pragma unroll
+        for (int i = 0; i + 1 < S; ++i) offs[i] = offs[i + 1], kss[i] = kss[i + 1], vss[i] = vss[i + 1];
+        offs[S - 1] = off_after, kss[S - 1] = ks_after, vss[S - 1] = vs_after;
+    }
+    cp_async_wait<0>();
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        l0 += __shfl_xor_sync(kAll, l0, off);
+        l1 += __shfl_xor_sync(kAll, l1, off);
+    }
+    if (g == 0) {
+        if (2 * t4 < HB) m_w[warp * HB + 2 * t4] = m0, l_w[warp * HB + 2 * t4] = l0;
+        if (2 * t4 + 1 < HB) m_w[warp * HB + 2 * t4 + 1] = m1, l_w[warp * HB + 2 * t4 + 1] = l1;
+    }
+    __syncthreads();  // every warp's (m, l), and every warp done with its stages
+
+    // Merge: the block's max M and sum L per head; each warp stages its rows times 2^(m − M)
+    // (and kPvUnscale), then the rows are summed in warp order.
+    float* const rows = reinterpret_cast<float*>(smem);  // [warp][HB][D]
+    float* const out_rows = rows + NW * HB * D;          // [HB][D]
+    auto merged = [&](int hh, float& M, float& L) {
+        M = -FLT_MAX;
+        for (int w = 0; w < NW; ++w) M = fmaxf(M, m_w[w * HB + hh]);
+        L = 0.0f;
+        for (int w = 0; w < NW; ++w) L += exp2f(m_w[w * HB + hh] - M) * l_w[w * HB + hh];
+    };
+#pragma unroll
+    for (int c2 = 0; c2 < 2; ++c2) {
+        const int hh = 2 * t4 + c2;
+        if (hh >= HB) continue;
+        float M, L;
+        merged(hh, M, L);
+        const float f = exp2f(m_w[warp * HB + hh] - M) * kPvUnscale;
+        float* const ow = rows + (warp * HB + hh) * D;
+#pragma unroll
+        for (int i = 0; i < T; ++i) {
+            ow[pv_row_dim<KV>(i, 0, g)] = o[i][c2] * f;
+            ow[pv_row_dim<KV>(i, 1, g)] = o[i][2 + c2] * f;
+        }
+    }
+    __syncthreads();
+    for (int u = tid; u < HB * D / 4; u += NT) {
+        const int hh = u / (D / 4);
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int w = 0; w < NW; ++w) {
+            const float4 v = *reinterpret_cast<const float4*>(rows + (w * HB) * D + 4 * u);
+            a.x += v.x, a.y += v.y, a.z += v.z, a.w += v.w;
+        }
+        if (n_split == 1) {
+            float M, L;
+            merged(hh, M, L);
+            const float inv = 1.0f / L;
+            a.x *= inv, a.y *= inv, a.z *= inv, a.w *= inv;
+            *reinterpret_cast<float4*>(out_rows + 4 * u) = a;
+        } else if (n_tiles > 0) {
+            const int64_t idx = (t * p.n_heads + h0 + hh) * n_split + split;
+            *reinterpret_cast<float4*>(part + idx * D + 4 * (u % (D / 4))) = a;
+        }
+    }
+    if (n_split == 1) {
+        __syncthreads();
+        write_rows<HB * D / 4, NT>(out_rows, p, t, h0 * (D / 4));
+    } else if (tid < HB) {
+        float M, L;
+        merged(tid, M, L);
+        const int64_t rows_all = p.n_tokens * p.n_heads, idx = (t * p.n_heads + h0 + tid) * n_split + split;
+        float* ml = part + rows_all * n_split * D + idx * 2;
+        ml[0] = M;
+        ml[1] = n_tiles > 0 ? L : 0.0f;
+    }
+}
+
+// At most 170 registers a thread with two stages, so 3 blocks an SM (as shared memory allows).
+template <int D, int HB, class KV>
+__global__ void __launch_bounds__(128, HF2Q_SPLIT_WARP_STAGES == 2 ? 3 : 2)
+    attention_split_warps_kernel(const ops::AttentionParams p, const int* __restrict__ handled, int n_split,
+                                 float* __restrict__ part, float scale_log2) {
+    pdl_begin();
+    extern __shared__ __align__(16) unsigned char sm[];
+    for (int64_t t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
+        if (handled != nullptr && handled[t]) continue;
+        split_warps_item<D, HB, KV>(p, t, n_split, part, scale_log2, sm);
+        __syncthreads();  // the next item rewrites the stages and (m, l)
+    }
+}
+
 template <int D, int HB, class KV, bool MMA>
 void launch_split_dhk(const ops::AttentionParams& p, const int* handled, int n_split, float* part,
                       float scale_log2, cudaStream_t s) {
-    constexpr size_t smem = split_smem_bytes<D, HB, KV, MMA>();
-    allow_smem<attention_split_kernel<D, HB, KV, MMA>>(smem);
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.n_tokens, kMaxTokenBlocks)),
                     static_cast<unsigned>(p.n_heads / HB), static_cast<unsigned>(n_split));
+    if constexpr (split_warp_ok<D, KV, MMA>()) {
+        constexpr size_t smem = split_warp_smem_bytes<D, HB>();
+        allow_smem<attention_split_warps_kernel<D, HB, KV>>(smem);
+        launch(attention_split_warps_kernel<D, HB, KV>, grid, 128, smem, s, p, handled, n_split, part, scale_log2);
+        HF2Q_CUDA_LAUNCH_CHECK();
+        return;
+    }
+    constexpr size_t smem = split_smem_bytes<D, HB, KV, MMA>();
+    allow_smem<attention_split_kernel<D, HB, KV, MMA>>(smem);
     launch(attention_split_kernel<D, HB, KV, MMA>, grid, SplitShape<D, KV>::kThreads, smem, s, p, handled, n_split,
            part, scale_log2);
     HF2Q_CUDA_LAUNCH_CHECK();
@@ -703,6 +983,14 @@ void launch_split_dhk(const ops::AttentionParams& p, const int* handled, int n_s
 template <int D, int HB, class KV, bool MMA>
 int split_occupancy() {
     static const int n = [] {
+        if constexpr (split_warp_ok<D, KV, MMA>()) {
+            constexpr size_t smem = split_warp_smem_bytes<D, HB>();
+            allow_smem<attention_split_warps_kernel<D, HB, KV>>(smem);
+            int blocks = 0;
+            HF2Q_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &blocks, attention_split_warps_kernel<D, HB, KV>, 128, smem));
+            return std::max(blocks, 1);
+        }
         constexpr size_t smem = split_smem_bytes<D, HB, KV, MMA>();
         allow_smem<attention_split_kernel<D, HB, KV, MMA>>(smem);
         int blocks = 0;

@@ -71,6 +71,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                  : "r"(smem_u32(p)));
 }
 
+// The 8×8 matrix of 16-bit values whose row lane / 4, columns 2·(lane % 4) and + 1 this lane
+// holds (the m16n8k16 fragment layout), transposed: the lane gets the same slots of the transpose.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
 // c += a·b for one m16n8k16 tile: F16 operands, f32 accumulators.
 __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                         uint32_t b1) {
