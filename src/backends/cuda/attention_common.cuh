@@ -52,9 +52,14 @@ constexpr int kMaxSplits = 128;
 // an SM where shared memory allowed 3) and half the work between two barriers, for half the
 // bytes a block has in flight. Why it is asked: the i8 pools' sliding layers read at 65 % of
 // copy where f16's read at 83-91 % (session 43), and their 16-chunk key ranges split into
-// waves less evenly than f16's 32 chunks.
+// waves less evenly than f16's 32 chunks. Measured (H100, session 44, out/s44a.sh): the i8
+// kernel at 64 sequences 119.8 -> 129.1 us (one sequence at 32,768 keys, head size 512: 51.1 ->
+// 54.1), the int8 row 5,075 / 5,077 -> 5,092 / 5,096 tokens/s: no clear win, so it stays 16384.
 // HF2Q_SPLIT_HALF_CHUNK: the same for f16 pools (16384 or 8192), whose sliding layers read
 // at 83-91 % of copy: what is left there is the waves' fill and each item's first chunk.
+// Measured (H100, session 44, out/s44b.sh): 204.2 -> 219.1 us, the f16 row 4,317 / 4,315 ->
+// 4,302 / 4,303: lost. (Neither is bound by the waves: a balanced split that fills one wave
+// exactly did not speed the kernel either, branch wip/balanced-split.)
 #ifndef HF2Q_SPLIT_BYTE_CHUNK
 #define HF2Q_SPLIT_BYTE_CHUNK 16384
 #endif

@@ -76,7 +76,8 @@ struct SplitShape {
 // Accumulator chains of a warp's score tile: 1 (default: DK / 16 dependent MMAs, 16 for
 // the i8 sliding layers' 64-key chunks) or 2 (even and odd steps apart, summed at the end:
 // half the chain's latency between the chunk's first two barriers, for 4 registers), for
-// the A/B.
+// the A/B. Measured (H100, session 44, out/s44a.sh): no change (i8 at 64 sequences 119.8 vs
+// 120.2 us, the int8 row 5,075 / 5,077 vs 5,073 / 5,077).
 #ifndef HF2Q_SPLIT_SCORE_CHAINS
 #define HF2Q_SPLIT_SCORE_CHAINS 1
 #endif
