@@ -16,4 +16,12 @@ b() {  # b DIR ARGS...: one bench line of DIR/bin/hf2q on /tmp/g26.gguf (the tok
   echo "$d $* :: $(timeout 100 $d/bin/hf2q bench -m /tmp/g26.gguf --backend cuda "$@" 2>&1 |
     grep -E '^\| gemma' | cut -d'|' -f6-7 | tr '\n' ' ')"
 }
+variant() {  # variant DIR CUDA_FLAGS TARGETS...: a Release CUDA build of this tree in DIR, its verdict
+  local dir=$1 fl=$2 n
+  n=$(basename "$dir")
+  shift 2
+  ( cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON "-DCMAKE_CUDA_FLAGS=$fl" \
+      > /tmp/cfg-$n.log 2>&1 && cmake --build "$dir" -j16 --target "$@" > /tmp/build-$n.log 2>&1
+    echo "$dir rc=$?"; grep -B2 -A10 " error" /tmp/build-$n.log | head -30 )
+}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader

@@ -6,13 +6,9 @@
 #   mkdir -p $OUT && OUT=$OUT bash out/s45a.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
-build() {  # build DIR CUDA_FLAGS
-  ( cmake -S . -B $1 -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON "-DCMAKE_CUDA_FLAGS=$2" > /tmp/cfg-$1.log 2>&1 &&
-    cmake --build $1 -j16 --target hf2q test_cuda_attention > /tmp/build-$1.log 2>&1; echo "$1 rc=$?"
-    grep -B2 -A10 " error" /tmp/build-$1.log | head -30 )
-}
-build build-gpu "" & build build-wk2 "-DHF2Q_SPLIT_WARP_KEYS=1" &
-build build-wk3 "-DHF2Q_SPLIT_WARP_KEYS=1 -DHF2Q_SPLIT_WARP_STAGES=3" &
+variant build-gpu "" hf2q test_cuda_attention &
+variant build-wk2 "-DHF2Q_SPLIT_WARP_KEYS=1" hf2q test_cuda_attention &
+variant build-wk3 "-DHF2Q_SPLIT_WARP_KEYS=1 -DHF2Q_SPLIT_WARP_STAGES=3" hf2q test_cuda_attention &
 wait
 el built
 ( build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
