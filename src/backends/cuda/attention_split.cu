@@ -743,7 +743,8 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
     constexpr int CK = SplitShape<D, KV>::kKeys, TK = WarpShape<D>::kTile, LD = WarpShape<D>::kLd;
     constexpr int NT = 128, NW = NT / 32, T = D / 16;  // T: P·V tiles of a warp (the whole head dimension)
     constexpr unsigned kAll = 0xffffffffu;
-    static_assert(HB <= 8 && TK * (D / 16) % 32 == 0, "unexpected warp shape");
+    // One-byte values, so a row is D / 16 pieces of 16 bytes.
+    static_assert(HB <= 8 && sizeof(KV) == 1 && TK * (D / 16) % 32 == 0, "unexpected warp shape");
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
     const KV* const k_pool = static_cast<const KV*>(p.k_pool);
     const KV* const v_pool = static_cast<const KV*>(p.v_pool);
