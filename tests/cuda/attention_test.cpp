@@ -949,7 +949,7 @@ TEST_F(CudaAttention, KeyBoundCapsSplits) {
                     // Past one wave of blocks, the count with the fewest waves × chunks up to
                     // the useful splits.
                     const int64_t blocks = p.n_tokens * p.n_kv_heads;  // GQA 2: one KV head a block
-                    const int64_t slots = cuda::attention_split_slots(p, true);
+                    const int64_t slots = cuda::attention_split_slots(p, true, false);
                     const int useful = static_cast<int>(std::min<int64_t>(128, std::max<int64_t>(1, chunks / 2)));
                     const int most = blocks * cap > slots ? std::max(cap, useful) : cap;
                     const auto want = static_cast<unsigned>(
@@ -959,6 +959,54 @@ TEST_F(CudaAttention, KeyBoundCapsSplits) {
                     EXPECT_EQ(r.kernels, want > 1 ? 2u : 1u) << c.label() << " bound " << bound;
                 }
             }
+    cudaStreamDestroy(st);
+}
+
+// attention_split_plan (attention.cu): the keys-by-warp split kernel (i8 pools at head
+// size 256 on tensor cores) serves a batch whose splits span kWarpMinChunks (4) chunks of
+// 64 keys or more: 32 and 64 decode tokens of the 26B-A4B's sliding layers (1,024 keys: 16
+// chunks), also with an unknown key bound (the window's chunks); not one token (its range
+// split until a split spans 2 chunks), short contexts, other pools, head size 512, or the
+// f32 path. The launch runs the plan's splits (a captured launch: nothing executes).
+TEST_F(CudaAttention, SplitPlanPicksWarpKernel) {
+    cudaStream_t st;
+    ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+    const size_t floats = size_t{16} << 20;
+    const cuda::AttentionWorkspace ws{gpu->alloc_array<float>(floats), floats};
+    auto layer = [](int64_t D, ops::KvType pool, int64_t n_tokens, int64_t max_keys) {
+        ops::AttentionParams p;
+        p.head_dim = D;
+        p.n_heads = 16;
+        p.n_kv_heads = D == 256 ? 8 : 2;
+        p.window = D == 256 ? 1024 : 0;
+        p.block_size = 16;
+        p.n_tokens = n_tokens;
+        p.max_keys = max_keys;
+        p.earlier_keys_stored = true;
+        p.kv_type = pool;
+        return p;
+    };
+    const auto i8 = ops::KvType::i8;
+    for (int64_t n : {32, 64})
+        for (int64_t bound : {int64_t{2048}, int64_t{0}}) {
+            const ops::AttentionParams p = layer(256, i8, n, bound);
+            const cuda::AttentionSplitPlan plan = cuda::attention_split_plan(p, ws, 0);
+            EXPECT_TRUE(plan.warps) << n << " tokens, bound " << bound;
+            EXPECT_LE(plan.n_split, 4) << n << " tokens, bound " << bound;  // 16 chunks, >= 4 a split
+            EXPECT_EQ(record_attention(p, ws, st).n_split, static_cast<unsigned>(plan.n_split));
+        }
+    const ops::AttentionParams one = layer(256, i8, 1, 2048);
+    const cuda::AttentionSplitPlan plan1 = cuda::attention_split_plan(one, ws, 0);
+    EXPECT_FALSE(plan1.warps);
+    EXPECT_EQ(plan1.n_split, 8);  // 16 chunks, 2 a split
+    EXPECT_EQ(record_attention(one, ws, st).n_split, 8u);
+    EXPECT_FALSE(cuda::attention_split_plan(layer(256, i8, 64, 128), ws, 0).warps);  // 2 chunks
+    for (ops::KvType pool : {ops::KvType::f32, ops::KvType::f16, ops::KvType::e4m3})
+        EXPECT_FALSE(cuda::attention_split_plan(layer(256, pool, 64, 2048), ws, 0).warps);
+    EXPECT_FALSE(cuda::attention_split_plan(layer(512, i8, 64, 2048), ws, 0).warps);
+    cuda::AttentionWorkspace f32_only = ws;
+    f32_only.f32_only = true;
+    EXPECT_FALSE(cuda::attention_split_plan(layer(256, i8, 64, 2048), f32_only, 0).warps);
     cudaStreamDestroy(st);
 }
 

@@ -330,6 +330,17 @@ constexpr bool kWaveSplits = HF2Q_ATTN_WAVE_SPLITS != 0;
 #endif
 constexpr bool kWaveAboveCap = HF2Q_ATTN_WAVE_ABOVE_CAP != 0;
 
+// Fewest chunks the longest key range's splits span for the keys-by-warp split kernel
+// (attention_split.cu, HF2Q_SPLIT_WARP_KEYS): each of its items ends with a merge of its
+// four warps' accumulators through shared memory, which two chunks (two 16-key tiles a
+// warp) do not repay. H100, int8 cache, one sequence at 300 and 1,024 keys (2-3 chunks a
+// split): 8.8 -> 9.8 and 9.6 -> 11.5 us a launch with it; 32 and 64 sequences at 1,024 keys
+// (4 and 8 chunks): whole decode steps +1.5 % and +1.2 % (out/s45a.sh, session 45).
+#ifndef HF2Q_SPLIT_WARP_MIN_CHUNKS
+#define HF2Q_SPLIT_WARP_MIN_CHUNKS 4
+#endif
+constexpr int64_t kWarpMinChunks = HF2Q_SPLIT_WARP_MIN_CHUNKS;
+
 // Query heads a split block serves: the largest power of two ≤ 8 dividing the GQA
 // group, so they share K/V loads.
 int split_heads_per_block(const ops::AttentionParams& p) {
@@ -359,9 +370,60 @@ int attention_wave_splits(int64_t blocks, int64_t slots, int64_t chunks, int mos
     return best;
 }
 
-int64_t attention_split_slots(const ops::AttentionParams& p, bool tensor_cores) {
+int64_t attention_split_slots(const ops::AttentionParams& p, bool tensor_cores, bool warps) {
     static const int n_sm = sm_count();
-    return int64_t{attn::split_blocks_per_sm(p, split_heads_per_block(p), tensor_cores)} * n_sm;
+    return int64_t{attn::split_blocks_per_sm(p, split_heads_per_block(p), tensor_cores, warps)} * n_sm;
+}
+
+namespace {
+
+// The key range is split until there are ~4 blocks per SM, as far as the workspace
+// holds the partials (fit splits of them) and the batch's key bound leaves each split
+// kMinChunksPerSplit chunks (short contexts: few splits, a cheap combine or none); past
+// one wave of blocks, into the count with the fewest waves × chunks among those up to
+// the useful splits (which may exceed the ~4 blocks per SM).
+int split_count(const ops::AttentionParams& p, int64_t blocks, int64_t fit, bool tensor_cores, bool warps) {
+    static const int n_sm = sm_count();
+    const int64_t target = 4 * static_cast<int64_t>(n_sm);
+    if (blocks >= target || fit < 1) return 1;
+    const int64_t want = std::min({int64_t{kMaxSplits}, (target + blocks - 1) / blocks, useful_splits(p)});
+    int n_split = static_cast<int>(std::max<int64_t>(1, std::min(want, fit)));
+    if (kWaveSplits && n_split > 1 && p.max_keys > 0) {
+        const int64_t slots = attention_split_slots(p, tensor_cores, warps);
+        int most = n_split;
+        if (kWaveAboveCap && blocks * n_split > slots)
+            most = static_cast<int>(
+                std::max<int64_t>(n_split, std::min({int64_t{kMaxSplits}, useful_splits(p), fit})));
+        n_split = attention_wave_splits(blocks, slots, split_chunks(p), most);
+    }
+    return n_split;
+}
+
+// Chunks the longest key range's splits span with n_split splits: by the key bound,
+// else by the window; unbounded where neither is known.
+int64_t split_span_chunks(const ops::AttentionParams& p, int n_split) {
+    if (p.max_keys <= 0 && p.window <= 0) return INT64_MAX;
+    const int64_t bound = p.max_keys > 0 ? p.max_keys : INT64_MAX;
+    const int64_t keys = p.window > 0 ? std::min<int64_t>(bound, p.window) : bound;
+    const int64_t ck = attn::split_chunk_keys(p.head_dim, ops::kv_type_bytes(p.kv_type));
+    return ((keys + ck - 1) / ck + n_split - 1) / n_split;
+}
+
+}  // namespace
+
+AttentionSplitPlan attention_split_plan(const ops::AttentionParams& p, const AttentionWorkspace& ws, size_t used) {
+    const int hb = split_heads_per_block(p);
+    const int64_t blocks = p.n_tokens * (p.n_heads / hb);
+    const bool tensor_cores = !ws.f32_only;
+    int64_t fit = 0;
+    if (ws.buf != nullptr && ws.floats > used)
+        fit = static_cast<int64_t>((ws.floats - used) / static_cast<size_t>(p.n_tokens * p.n_heads * (p.head_dim + 2)));
+    AttentionSplitPlan plan{split_count(p, blocks, fit, tensor_cores, false), false};
+    if (attn::split_warps_available(p, hb, tensor_cores)) {
+        const int n = split_count(p, blocks, fit, tensor_cores, true);
+        if (split_span_chunks(p, n) >= kWarpMinChunks) plan = {n, true};
+    }
+    return plan;
 }
 
 void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& ws, cudaStream_t s) {
@@ -412,38 +474,17 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
 
     // 3-4. Everything else on the split kernel. A block serves HB query heads of one
     // KV head (the largest power of two ≤ 8 dividing the group) so they share K/V
-    // loads; the key range is split until there are ~4 blocks per SM, as far as the
-    // workspace holds the partials and the batch's key bound leaves each split
-    // kMinChunksPerSplit chunks (short contexts: few splits, a cheap combine or none);
-    // past one wave of blocks, into the count with the fewest waves × chunks among
-    // those up to the useful splits (which may exceed the ~4 blocks per SM).
+    // loads; attention_split_plan splits the key range and picks the kernel.
     const int hb = split_heads_per_block(p);
-    const int64_t blocks = p.n_tokens * (p.n_heads / hb);
-    static const int n_sm = sm_count();
-    const int64_t target = 4 * static_cast<int64_t>(n_sm);
-    int n_split = 1;
-    if (blocks < target && ws.buf != nullptr && ws.floats > used) {
-        const size_t per_split = static_cast<size_t>(p.n_tokens * p.n_heads * (D + 2));
-        const int64_t fit = static_cast<int64_t>((ws.floats - used) / per_split);
-        const int64_t want =
-            std::min({int64_t{kMaxSplits}, (target + blocks - 1) / blocks, useful_splits(p)});
-        n_split = static_cast<int>(std::max<int64_t>(1, std::min(want, fit)));
-        if (kWaveSplits && n_split > 1 && p.max_keys > 0) {
-            const int64_t slots = attention_split_slots(p, !ws.f32_only);
-            int most = n_split;
-            if (kWaveAboveCap && blocks * n_split > slots)
-                most = static_cast<int>(std::max<int64_t>(
-                    n_split, std::min({int64_t{kMaxSplits}, useful_splits(p), fit})));
-            n_split = attention_wave_splits(blocks, slots, split_chunks(p), most);
-        }
-    }
+    const AttentionSplitPlan plan = attention_split_plan(p, ws, used);
+    const int n_split = plan.n_split;
     // The kernel writing a token's final output (the split kernel or the combiner)
     // writes its prepared form too. The tile kernels do not, so after a plan (which
     // rows they took is device data) one pass quantizes every row instead.
     ops::AttentionParams sp = p;
     if (handled != nullptr) sp.out_prep = nullptr;
     float* part = ws.buf != nullptr ? ws.buf + used : nullptr;
-    attn::launch_split(sp, handled, hb, n_split, part, scale_log2, !ws.f32_only, s);
+    attn::launch_split(sp, handled, hb, n_split, part, scale_log2, !ws.f32_only, plan.warps, s);
     if (n_split > 1) {
         const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_heads));
         launch(attention_combine_kernel, grid, kCombineThreads, 0, s, sp, handled, n_split, part);

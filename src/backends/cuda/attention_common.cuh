@@ -108,11 +108,16 @@ bool launch_tile_wgmma(const ops::AttentionParams& p, const int* plan, int64_t n
 // part: acc [n_tokens][n_heads][n_split][head_dim], then (m, l) [n_tokens][n_heads]
 // [n_split][2] (m in log2 units), merged by the combiner. tensor_cores: the score
 // phase may run on tensor cores with F16 operands (attention_split.cu), else all f32.
-void launch_split(const ops::AttentionParams& p, const int* handled, int heads_per_block,
-                  int n_split, float* part, float scale_log2, bool tensor_cores, cudaStream_t s);
+// warps: the keys-by-warp kernel where split_warps_available (else ignored).
+void launch_split(const ops::AttentionParams& p, const int* handled, int heads_per_block, int n_split, float* part,
+                  float scale_log2, bool tensor_cores, bool warps, cudaStream_t s);
+
+// Whether launch_split has a keys-by-warp kernel for these arguments (HF2Q_SPLIT_WARP_KEYS,
+// attention_split.cu: the i8 pools at head size 256 on tensor cores).
+bool split_warps_available(const ops::AttentionParams& p, int heads_per_block, bool tensor_cores);
 
 // Blocks of the split kernel launch_split would run for these arguments that one SM
 // holds at once (at least 1).
-int split_blocks_per_sm(const ops::AttentionParams& p, int heads_per_block, bool tensor_cores);
+int split_blocks_per_sm(const ops::AttentionParams& p, int heads_per_block, bool tensor_cores, bool warps);
 
 }  // namespace hf2q::cuda::attn

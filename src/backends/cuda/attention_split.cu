@@ -700,22 +700,25 @@ __global__ void __launch_bounds__(128)
 // 69 % of DRAM's rate. Here a warp's P tile goes from the score accumulators to the P·V
 // operand in registers (movmatrix), and no block barrier falls inside the key loop.
 // Same work items, chunk bounds, partials and results (to rounding) as split_item's.
-// Measured so far on the kernel alone (H100, session 44, out/s44f.sh, two stages): 64 sequences
-// at 1,024 keys 120.2 / 119.9 -> 117.0 / 117.1 us (+2.6 %), one sequence unchanged (8.3 us at
-// 300 keys, 9.5 -> 9.8 us at the window); the attention suite's i8 instances passed. The whole
-// decode step with it is next (out/s45a.sh), and so it stays off.
+// But each item pays a merge of four warps' accumulators through shared memory, which
+// short items do not repay, so launch_attention takes it only where a split spans
+// kWarpMinChunks chunks or more (attention.cu); both kernels are built.
+// Measured (H100, out/s44f.sh, out/s45a.sh): kernel alone, 64 sequences at 1,024 keys 120.1 ->
+// 118.0 us at two stages, 118.7 at three; one sequence at the window 9.6 -> 10.1 / 11.5 us (hence
+// the chunk rule); whole decode step, int8 cache, 64 sequences at 1,024: 5,082 / 5,072 ->
+// 5,086 / 5,082 (two stages), 5,140 / 5,145 (three); 32 sequences 3,040 -> 3,046 / 3,084.
 // A compile definition for the A/B (0: split_item for every instance).
 #ifndef HF2Q_SPLIT_WARP_KEYS
-#define HF2Q_SPLIT_WARP_KEYS 0
+#define HF2Q_SPLIT_WARP_KEYS 1
 #endif
 template <int D, class KV, bool MMA>
 constexpr bool split_warp_ok() {
     return HF2Q_SPLIT_WARP_KEYS && MMA && D == 256 && kv_scaled<KV>;
 }
-// Stages a warp cycles through: 2 (one tile in flight while one is computed; 68 KB a block,
-// 3 blocks an SM) or 3 (two in flight; 102 KB, 2 blocks an SM), for the A/B.
+// Stages a warp cycles through: 3 (two tiles in flight while one is computed; 102 KB a block,
+// 2 blocks an SM: out/s45a.sh above) or 2 (one in flight; 68 KB, 3 blocks an SM), for the A/B.
 #ifndef HF2Q_SPLIT_WARP_STAGES
-#define HF2Q_SPLIT_WARP_STAGES 2
+#define HF2Q_SPLIT_WARP_STAGES 3
 #endif
 static_assert(HF2Q_SPLIT_WARP_STAGES == 2 || HF2Q_SPLIT_WARP_STAGES == 3, "HF2Q_SPLIT_WARP_STAGES: 2 or 3");
 
@@ -963,15 +966,18 @@ __global__ void __launch_bounds__(128, HF2Q_SPLIT_WARP_STAGES == 2 ? 3 : 2)
 
 template <int D, int HB, class KV, bool MMA>
 void launch_split_dhk(const ops::AttentionParams& p, const int* handled, int n_split, float* part,
-                      float scale_log2, cudaStream_t s) {
+                      float scale_log2, bool warps, cudaStream_t s) {
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.n_tokens, kMaxTokenBlocks)),
                     static_cast<unsigned>(p.n_heads / HB), static_cast<unsigned>(n_split));
     if constexpr (split_warp_ok<D, KV, MMA>()) {
-        constexpr size_t smem = split_warp_smem_bytes<D, HB>();
-        allow_smem<attention_split_warps_kernel<D, HB, KV>>(smem);
-        launch(attention_split_warps_kernel<D, HB, KV>, grid, 128, smem, s, p, handled, n_split, part, scale_log2);
-        HF2Q_CUDA_LAUNCH_CHECK();
-        return;
+        if (warps) {
+            constexpr size_t smem = split_warp_smem_bytes<D, HB>();
+            allow_smem<attention_split_warps_kernel<D, HB, KV>>(smem);
+            launch(attention_split_warps_kernel<D, HB, KV>, grid, 128, smem, s, p, handled, n_split, part,
+                   scale_log2);
+            HF2Q_CUDA_LAUNCH_CHECK();
+            return;
+        }
     }
     constexpr size_t smem = split_smem_bytes<D, HB, KV, MMA>();
     allow_smem<attention_split_kernel<D, HB, KV, MMA>>(smem);
@@ -980,12 +986,12 @@ void launch_split_dhk(const ops::AttentionParams& p, const int* handled, int n_s
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
-// Blocks of one instance an SM holds at once (shared memory, registers), asked of
-// the driver once per instance.
-template <int D, int HB, class KV, bool MMA>
+// Blocks of one kernel an SM holds at once (shared memory, registers), asked of
+// the driver once per kernel (WARPS: the keys-by-warp one, where split_warp_ok).
+template <int D, int HB, class KV, bool MMA, bool WARPS>
 int split_occupancy() {
     static const int n = [] {
-        if constexpr (split_warp_ok<D, KV, MMA>()) {
+        if constexpr (WARPS) {
             constexpr size_t smem = split_warp_smem_bytes<D, HB>();
             allow_smem<attention_split_warps_kernel<D, HB, KV>>(smem);
             int blocks = 0;
@@ -1049,17 +1055,28 @@ void with_split_kernel(const ops::AttentionParams& p, int hb, bool tensor_cores,
 
 }  // namespace
 
-void launch_split(const ops::AttentionParams& p, const int* handled, int heads_per_block,
-                  int n_split, float* part, float scale_log2, bool tensor_cores, cudaStream_t s) {
+void launch_split(const ops::AttentionParams& p, const int* handled, int heads_per_block, int n_split, float* part,
+                  float scale_log2, bool tensor_cores, bool warps, cudaStream_t s) {
     with_split_kernel(p, heads_per_block, tensor_cores, [&]<int D, int HB, class KV, bool MMA>() {
-        launch_split_dhk<D, HB, KV, MMA>(p, handled, n_split, part, scale_log2, s);
+        launch_split_dhk<D, HB, KV, MMA>(p, handled, n_split, part, scale_log2, warps, s);
     });
 }
 
-int split_blocks_per_sm(const ops::AttentionParams& p, int heads_per_block, bool tensor_cores) {
-    int n = 1;
+bool split_warps_available(const ops::AttentionParams& p, int heads_per_block, bool tensor_cores) {
+    bool ok = false;
     with_split_kernel(p, heads_per_block, tensor_cores,
-                      [&]<int D, int HB, class KV, bool MMA>() { n = split_occupancy<D, HB, KV, MMA>(); });
+                      [&]<int D, int HB, class KV, bool MMA>() { ok = split_warp_ok<D, KV, MMA>(); });
+    return ok;
+}
+
+int split_blocks_per_sm(const ops::AttentionParams& p, int heads_per_block, bool tensor_cores, bool warps) {
+    int n = 1;
+    with_split_kernel(p, heads_per_block, tensor_cores, [&]<int D, int HB, class KV, bool MMA>() {
+        if constexpr (split_warp_ok<D, KV, MMA>()) {
+            if (warps) return void(n = split_occupancy<D, HB, KV, MMA, true>());
+        }
+        n = split_occupancy<D, HB, KV, MMA, false>();
+    });
     return n;
 }
 

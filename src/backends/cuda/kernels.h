@@ -70,8 +70,18 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
 // wave, else the count that minimises waves × (chunks a split + 1), the fewest on a tie.
 int attention_wave_splits(int64_t blocks, int64_t slots, int64_t chunks, int most);
 
-// Blocks of the split kernel serving p that the GPU runs at once (blocks an SM × SMs).
-int64_t attention_split_slots(const ops::AttentionParams& p, bool tensor_cores);
+// Blocks of the split kernel serving p that the GPU runs at once (blocks an SM × SMs);
+// warps: of the keys-by-warp kernel (attention_split.cu) where it has one.
+int64_t attention_split_slots(const ops::AttentionParams& p, bool tensor_cores, bool warps);
+
+// How launch_attention runs a batch on the split kernel: its key-range splits, and
+// whether the keys-by-warp kernel serves it (i8 pools at head size 256, where each split
+// spans enough chunks). used: floats of ws taken before (by the tile kernels' plan).
+struct AttentionSplitPlan {
+    int n_split = 1;
+    bool warps = false;
+};
+AttentionSplitPlan attention_split_plan(const ops::AttentionParams& p, const AttentionWorkspace& ws, size_t used);
 
 void launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t s);
 void launch_moe_group(const ops::MoeGroupParams& p, cudaStream_t s);
