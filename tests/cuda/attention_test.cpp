@@ -962,12 +962,12 @@ TEST_F(CudaAttention, KeyBoundCapsSplits) {
     cudaStreamDestroy(st);
 }
 
-// attention_split_plan (attention.cu): the keys-by-warp split kernel (i8 pools at head
-// size 256 on tensor cores) serves a batch whose splits span kWarpMinChunks (4) chunks of
-// 64 keys or more: 32 and 64 decode tokens of the 26B-A4B's sliding layers (1,024 keys: 16
-// chunks), also with an unknown key bound (the window's chunks); not one token (its range
-// split until a split spans 2 chunks), short contexts, other pools, head size 512, or the
-// f32 path. The launch runs the plan's splits (a captured launch: nothing executes).
+// attention_split_plan (attention.cu): the keys-by-warp split kernel (8-bit pools at head
+// size 256 on tensor cores) serves a batch whose splits span 4 chunks of 64 keys or more (i8)
+// or 8 (E4M3): decode tokens of the 26B-A4B's sliding layers (1,024 keys: 16 chunks), with
+// the forward pass's key bound and without; not one token (its range split until a split
+// spans 2 chunks), short contexts, f32 and f16 pools, head size 512, or the f32 path. The
+// launch runs the plan's splits (a captured launch: nothing executes).
 TEST_F(CudaAttention, SplitPlanPicksWarpKernel) {
     cudaStream_t st;
     ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
@@ -987,13 +987,27 @@ TEST_F(CudaAttention, SplitPlanPicksWarpKernel) {
         return p;
     };
     const auto i8 = ops::KvType::i8;
-    for (int64_t n : {32, 64})
-        for (int64_t bound : {int64_t{2048}, int64_t{0}}) {
-            const ops::AttentionParams p = layer(256, i8, n, bound);
+    // Tokens, key bound, then the keys-by-warp splits and whether i8 and E4M3 take them. The
+    // splits (132 SMs, 2 warp-kernel blocks an SM): with a bound, attention_wave_splits over 16
+    // chunks; without, ~4 blocks an SM (8 tokens: 9 splits of 2 chunks).
+    struct Want {
+        int64_t n_tokens, bound;
+        int splits;
+        bool i8_warps, e4m3_warps;
+    };
+    for (const Want w : {Want{8, 2048, 4, true, false}, Want{8, 0, 9, false, false}, Want{32, 2048, 1, true, true},
+                         Want{32, 0, 3, true, false}, Want{64, 2048, 1, true, true}, Want{64, 0, 2, true, true}})
+        for (ops::KvType pool : {i8, ops::KvType::e4m3}) {
+            const ops::AttentionParams p = layer(256, pool, w.n_tokens, w.bound);
             const cuda::AttentionSplitPlan plan = cuda::attention_split_plan(p, ws, 0);
-            EXPECT_TRUE(plan.warps) << n << " tokens, bound " << bound;
-            EXPECT_LE(plan.n_split, 4) << n << " tokens, bound " << bound;  // 16 chunks, >= 4 a split
-            EXPECT_EQ(record_attention(p, ws, st).n_split, static_cast<unsigned>(plan.n_split));
+            const std::string what = std::string(pool == i8 ? "i8, " : "e4m3, ") + std::to_string(w.n_tokens) +
+                                     " tokens, bound " + std::to_string(w.bound);
+            const bool warps = pool == i8 ? w.i8_warps : w.e4m3_warps;
+            EXPECT_EQ(plan.warps, warps) << what;
+            if (warps) {
+                EXPECT_EQ(plan.n_split, w.splits) << what;
+            }
+            EXPECT_EQ(record_attention(p, ws, st).n_split, static_cast<unsigned>(plan.n_split)) << what;
         }
     const ops::AttentionParams one = layer(256, i8, 1, 2048);
     const cuda::AttentionSplitPlan plan1 = cuda::attention_split_plan(one, ws, 0);
@@ -1001,7 +1015,7 @@ TEST_F(CudaAttention, SplitPlanPicksWarpKernel) {
     EXPECT_EQ(plan1.n_split, 8);  // 16 chunks, 2 a split
     EXPECT_EQ(record_attention(one, ws, st).n_split, 8u);
     EXPECT_FALSE(cuda::attention_split_plan(layer(256, i8, 64, 128), ws, 0).warps);  // 2 chunks
-    for (ops::KvType pool : {ops::KvType::f32, ops::KvType::f16, ops::KvType::e4m3})
+    for (ops::KvType pool : {ops::KvType::f32, ops::KvType::f16})
         EXPECT_FALSE(cuda::attention_split_plan(layer(256, pool, 64, 2048), ws, 0).warps);
     EXPECT_FALSE(cuda::attention_split_plan(layer(512, i8, 64, 2048), ws, 0).warps);
     cuda::AttentionWorkspace f32_only = ws;

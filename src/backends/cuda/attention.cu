@@ -333,13 +333,22 @@ constexpr bool kWaveAboveCap = HF2Q_ATTN_WAVE_ABOVE_CAP != 0;
 // Fewest chunks the longest key range's splits span for the keys-by-warp split kernel
 // (attention_split.cu, HF2Q_SPLIT_WARP_KEYS): each of its items ends with a merge of its
 // four warps' accumulators through shared memory, which two chunks (two 16-key tiles a
-// warp) do not repay. H100, int8 cache, one sequence at 300 and 1,024 keys (2-3 chunks a
-// split): 8.8 -> 9.8 and 9.6 -> 11.5 us a launch with it; 32 and 64 sequences at 1,024 keys
-// (4 and 8 chunks): whole decode steps +1.5 % and +1.2 % (out/s45a.sh, session 45).
+// warp) do not repay. H100, session 45, the 26B-A4B's decode steps at 1,024 keys against
+// the chunk kernel alone in the same call. int8 (out/s45a.sh, s45c.sh): one sequence at 300
+// and 1,024 keys (2-3 chunks a split) 8.8 -> 9.8 and 9.6 -> 11.5 us a launch with it; 8, 16,
+// 32 and 64 sequences (4, 8, 16 and 16 chunks) +0.8, +0.4, +1.6 and +1.3 % a step. fp8
+// (out/s45e.sh): 8 sequences (4 chunks) -1.1 %, 32 and 64 (16) +0.9 and +1.1 %; the E4M3
+// chunk kernel fetches its first keys before its wait (split_fetch_early), which the warp
+// kernel does not, a likely reason why short splits favour it there.
 #ifndef HF2Q_SPLIT_WARP_MIN_CHUNKS
 #define HF2Q_SPLIT_WARP_MIN_CHUNKS 4
 #endif
-constexpr int64_t kWarpMinChunks = HF2Q_SPLIT_WARP_MIN_CHUNKS;
+#ifndef HF2Q_SPLIT_WARP_MIN_CHUNKS_E4M3
+#define HF2Q_SPLIT_WARP_MIN_CHUNKS_E4M3 8
+#endif
+int64_t warp_min_chunks(ops::KvType kv) {
+    return kv == ops::KvType::e4m3 ? HF2Q_SPLIT_WARP_MIN_CHUNKS_E4M3 : HF2Q_SPLIT_WARP_MIN_CHUNKS;
+}
 
 // Query heads a split block serves: the largest power of two ≤ 8 dividing the GQA
 // group, so they share K/V loads.
@@ -421,7 +430,7 @@ AttentionSplitPlan attention_split_plan(const ops::AttentionParams& p, const Att
     AttentionSplitPlan plan{split_count(p, blocks, fit, tensor_cores, false), false};
     if (attn::split_warps_available(p, hb, tensor_cores)) {
         const int n = split_count(p, blocks, fit, tensor_cores, true);
-        if (split_span_chunks(p, n) >= kWarpMinChunks) plan = {n, true};
+        if (split_span_chunks(p, n) >= warp_min_chunks(p.kv_type)) plan = {n, true};
     }
     return plan;
 }

@@ -113,7 +113,7 @@ void launch_split(const ops::AttentionParams& p, const int* handled, int heads_p
                   float scale_log2, bool tensor_cores, bool warps, cudaStream_t s);
 
 // Whether launch_split has a keys-by-warp kernel for these arguments (HF2Q_SPLIT_WARP_KEYS,
-// attention_split.cu: the i8 pools at head size 256 on tensor cores).
+// attention_split.cu: the 8-bit pools at head size 256 on tensor cores).
 bool split_warps_available(const ops::AttentionParams& p, int heads_per_block, bool tensor_cores);
 
 // Blocks of the split kernel launch_split would run for these arguments that one SM

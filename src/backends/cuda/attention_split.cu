@@ -689,31 +689,32 @@ __global__ void __launch_bounds__(128)
 
 // ---- keys by warp (HF2Q_SPLIT_WARP_KEYS) ----------------------------------------
 
-// The i8 pools at head size 256 with the MMA phases: each warp takes its own 16-key tiles of
-// the split's keys (tiles warp, warp + 4, ...), stages them itself (cp.async, HF2Q_SPLIT_WARP_STAGES
-// stages a warp, warp-level waits), and keeps its own online softmax and P·V accumulators over the whole head
-// dimension; the four warps merge at the end. Why: with a chunk shared by the block, each chunk
-// took four block barriers (scores, softmax on HB of the 4 warps, P·V, buffer reuse) and the
-// scores and probabilities a round trip through shared memory; ncu on an H100 (session 44, 64
-// sequences at 1,024 keys): 1.56 instructions a cycle an SM, 60 % of cycles with no eligible
-// warp, the largest stall the barrier (1.69 cycles an instruction of 7.07), and the kernel at
-// 69 % of DRAM's rate. Here a warp's P tile goes from the score accumulators to the P·V
-// operand in registers (movmatrix), and no block barrier falls inside the key loop.
-// Same work items, chunk bounds, partials and results (to rounding) as split_item's.
-// But each item pays a merge of four warps' accumulators through shared memory, which
-// short items do not repay, so launch_attention takes it only where a split spans
-// kWarpMinChunks chunks or more (attention.cu); both kernels are built.
-// Measured (H100, out/s44f.sh, out/s45a.sh): kernel alone, 64 sequences at 1,024 keys 120.1 ->
-// 118.0 us at two stages, 118.7 at three; one sequence at the window 9.6 -> 10.1 / 11.5 us (hence
-// the chunk rule); whole decode step, int8 cache, 64 sequences at 1,024: 5,082 / 5,072 ->
-// 5,086 / 5,082 (two stages), 5,140 / 5,145 (three); 32 sequences 3,040 -> 3,046 / 3,084.
+// The 8-bit pools (i8, E4M3) at head size 256 with the MMA phases: each warp takes its own
+// 16-key tiles of the split's keys (tiles warp, warp + 4, ...), stages them itself (cp.async,
+// HF2Q_SPLIT_WARP_STAGES stages a warp, warp-level waits), and keeps its own online softmax and
+// P·V accumulators over the whole head dimension; the four warps merge at the end. Why: with
+// a chunk shared by the block, each chunk took four block barriers (scores, softmax on HB of
+// the 4 warps, P·V, buffer reuse) and the scores and probabilities a round trip through shared
+// memory; ncu on an H100 (session 44, 64 sequences at 1,024 keys): 1.56 instructions a cycle an
+// SM, 60 % of cycles with no eligible warp, the largest stall the barrier (1.69 cycles an
+// instruction of 7.07), and the kernel at 69 % of DRAM's rate. Here a warp's P tile goes from
+// the score accumulators to the P·V operand in registers (movmatrix), and no block barrier
+// falls inside the key loop. Same work items, chunk bounds, partials and results (to rounding)
+// as split_item's. But each item pays a merge of four warps' accumulators through shared
+// memory, which short items do not repay, so launch_attention takes it only where a split
+// spans enough chunks (warp_min_chunks, attention.cu); both kernels are built.
+// Measured (H100, session 45, out/s45a.sh, s45c.sh, s45e.sh): i8 kernel alone, 64 sequences at
+// 1,024 keys 120.1 -> 118.0 us at two stages, 118.7 at three; one sequence at the window 9.6 ->
+// 10.1 / 11.5 us (hence the chunk rule); whole decode step, 64 sequences at 1,024, int8 cache:
+// 5,082 / 5,072 -> 5,086 / 5,082 (two stages), 5,140 / 5,145 (three); with the chunk rule 5,082 /
+// 5,081 -> 5,149 / 5,150; fp8 cache 5,153 / 5,140 -> 5,201 / 5,203.
 // A compile definition for the A/B (0: split_item for every instance).
 #ifndef HF2Q_SPLIT_WARP_KEYS
 #define HF2Q_SPLIT_WARP_KEYS 1
 #endif
 template <int D, class KV, bool MMA>
 constexpr bool split_warp_ok() {
-    return HF2Q_SPLIT_WARP_KEYS && MMA && D == 256 && kv_scaled<KV>;
+    return HF2Q_SPLIT_WARP_KEYS && MMA && D == 256 && sizeof(KV) == 1;
 }
 // Stages a warp cycles through: 3 (two tiles in flight while one is computed; 102 KB a block,
 // 2 blocks an SM: out/s45a.sh above) or 2 (one in flight; 68 KB, 3 blocks an SM), for the A/B.
@@ -785,7 +786,11 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         if (j >= n_tiles || key > k_hi) return -1;
         return (static_cast<int64_t>(table[key / bs]) * bs + key % bs) * kv_row + kvh * D;
     };
-    auto row_scale = [&](const float* sc, int64_t off) { return off >= 0 ? sc[off / D] : 0.0f; };
+    // The row scales of the i8 pools (E4M3 codes are values: 1).
+    auto row_scale = [&](const float* sc, int64_t off) -> float {
+        if constexpr (kv_scaled<KV>) return off >= 0 ? sc[off / D] : 0.0f;
+        return off >= 0 ? 1.0f : 0.0f;
+    };
     // Copies the tile whose row offsets lanes r and r + 16 hold (off) into stage s; rows past the
     // split become zeros.
     auto issue = [&](int s, int64_t off) {

@@ -75,7 +75,7 @@ int attention_wave_splits(int64_t blocks, int64_t slots, int64_t chunks, int mos
 int64_t attention_split_slots(const ops::AttentionParams& p, bool tensor_cores, bool warps);
 
 // How launch_attention runs a batch on the split kernel: its key-range splits, and
-// whether the keys-by-warp kernel serves it (i8 pools at head size 256, where each split
+// whether the keys-by-warp kernel serves it (8-bit pools at head size 256, where each split
 // spans enough chunks). used: floats of ws taken before (by the tile kernels' plan).
 struct AttentionSplitPlan {
     int n_split = 1;
