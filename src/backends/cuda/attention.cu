@@ -421,6 +421,7 @@ int64_t split_span_chunks(const ops::AttentionParams& p, int n_split) {
 }  // namespace
 
 AttentionSplitPlan attention_split_plan(const ops::AttentionParams& p, const AttentionWorkspace& ws, size_t used) {
+    HF2Q_ASSERT(p.n_tokens > 0 && p.n_heads > 0 && p.n_kv_heads > 0 && p.head_dim > 0);
     const int hb = split_heads_per_block(p);
     const int64_t blocks = p.n_tokens * (p.n_heads / hb);
     const bool tensor_cores = !ws.f32_only;
