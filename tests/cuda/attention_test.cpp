@@ -631,14 +631,18 @@ TEST_P(CudaAttentionKv, DecodeWithKeyBound) {
 // pos after it. The same values reach the same arithmetic, so the output must be the
 // promise-free run's bit for bit: positions at chunk edges (the key at pos first,
 // last or alone in its chunk), key bounds that give one split and many, and a batch
-// of sequences whose splits are partly empty. (That the key at pos really is read
-// after the wait is what the model's decode tests check: their steps store it in the
-// kernel just before.)
+// of sequences whose splits are partly empty; and 64 sequences of 1 to 1,500 keys, which
+// the 8-bit pools at head size 256 run on the keys-by-warp kernel (its early fetch,
+// HF2Q_SPLIT_WARP_FETCH_EARLY: the key at pos in a warp's early tiles or a later one).
+// (That the key at pos really is read after the wait is what the model's decode tests
+// check: their steps store it in the kernel just before.)
 TEST_P(CudaAttentionKv, DecodeWithEarlierKeysStored) {
-    const std::vector<std::vector<Seq>> batches = {
+    std::vector<std::vector<Seq>> batches = {
         {{1, 1}},   {{2, 1}},    {{32, 1}},   {{33, 1}}, {{64, 1}},
         {{65, 1}},  {{778, 1}},  {{3000, 1}}, {{5, 1}, {300, 1}, {1500, 1}, {40, 1}, {2048, 1}, {17, 1}, {33, 1}},
     };
+    batches.emplace_back();
+    for (int s = 0; s < 64; ++s) batches.back().push_back({1 + (s * 97) % 1500, 1});
     for (int64_t D : {256, 512})
         for (bool sliding : {true, false})
             for (const auto& seqs : batches) {
