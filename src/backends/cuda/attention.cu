@@ -292,13 +292,16 @@ constexpr int64_t kMinChunksPerSplit = HF2Q_ATTN_MIN_CHUNKS;
 #endif
 constexpr bool kPlanAlways = HF2Q_ATTN_PLAN_ALWAYS != 0;
 
-// Chunks of the longest visible key range (max_keys > 0: known; at most the window
-// on sliding layers).
-int64_t split_chunks(const ops::AttentionParams& p) {
-    const int64_t keys = p.window > 0 ? std::min<int64_t>(p.max_keys, p.window) : p.max_keys;
+// Chunks of the longest key range visible below a bound on the positions (at most the
+// window on sliding layers).
+int64_t visible_chunks(const ops::AttentionParams& p, int64_t bound) {
+    const int64_t keys = p.window > 0 ? std::min<int64_t>(bound, p.window) : bound;
     const int64_t ck = attn::split_chunk_keys(p.head_dim, ops::kv_type_bytes(p.kv_type));
     return (keys + ck - 1) / ck;
 }
+
+// Chunks of the longest visible key range (max_keys > 0: known).
+int64_t split_chunks(const ops::AttentionParams& p) { return visible_chunks(p, p.max_keys); }
 
 // The most key-range splits worth launching: kMinChunksPerSplit chunks of the
 // longest visible key range per split. Unknown bound (max_keys == 0): kMaxSplits,
@@ -412,10 +415,7 @@ int split_count(const ops::AttentionParams& p, int64_t blocks, int64_t fit, bool
 // else by the window; unbounded where neither is known.
 int64_t split_span_chunks(const ops::AttentionParams& p, int n_split) {
     if (p.max_keys <= 0 && p.window <= 0) return INT64_MAX;
-    const int64_t bound = p.max_keys > 0 ? p.max_keys : INT64_MAX;
-    const int64_t keys = p.window > 0 ? std::min<int64_t>(bound, p.window) : bound;
-    const int64_t ck = attn::split_chunk_keys(p.head_dim, ops::kv_type_bytes(p.kv_type));
-    return ((keys + ck - 1) / ck + n_split - 1) / n_split;
+    return (visible_chunks(p, p.max_keys > 0 ? p.max_keys : p.window) + n_split - 1) / n_split;
 }
 
 }  // namespace
