@@ -24,4 +24,25 @@ variant() {  # variant DIR CUDA_FLAGS TARGETS...: a Release CUDA build of this t
       > /tmp/cfg-$n.log 2>&1 && cmake --build "$dir" -j16 --target "$@" > /tmp/build-$n.log 2>&1
     echo "$dir rc=$?"; grep -B2 -A10 " error" /tmp/build-$n.log | head -30 )
 }
+passes() {  # passes NAME TIMEOUT BIN ARGS...: t, then whether every test it ran passed
+  local name=$1
+  t "$@"
+  grep -q "^\[  PASSED" $OUT/$name.log && ! grep -q "FAILED" $OUT/$name.log
+}
+more() {  # more DIR TARGETS...: more targets in a build directory that variant configured
+  local dir=$1 n
+  n=$(basename "$dir")
+  shift
+  cmake --build "$dir" -j16 --target "$@" > /tmp/build-$n.log 2>&1 ||
+    { grep -B2 -A14 "error" /tmp/build-$n.log | head -60; return 1; }
+}
+sanitize() {  # sanitize UNTIL TIMEOUT BIN FILTER: memcheck, then racecheck, of BIN's tests FILTER, while
+              # the script is younger than UNTIL seconds; their verdicts
+  local until=$1 to=$2 bin=$3 filter=$4 tool
+  for tool in memcheck racecheck; do
+    before $until || break
+    timeout $to compute-sanitizer --tool $tool --error-exitcode 1 $bin --gtest_filter="$filter" > /tmp/$tool.log 2>&1
+    echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/$tool.log | tail -1
+  done
+}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader

@@ -17,9 +17,7 @@ el built
     > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
 ok=()
 for d in build-w8 build-w8b3; do
-  t grouped-${d#build-} 60 $d/bin/test_cuda_ops --gtest_filter='*Grouped*:*Moe*:-*DISABLED*' &&
-    grep -q "^\[  PASSED" $OUT/grouped-${d#build-}.log && ! grep -q "FAILED" $OUT/grouped-${d#build-}.log &&
-    ok+=($d)
+  passes grouped-${d#build-} 60 $d/bin/test_cuda_ops --gtest_filter='*Grouped*:*Moe*:-*DISABLED*' && ok+=($d)
 done
 echo "benched: build-gpu ${ok[*]}"
 for d in build-gpu "${ok[@]}"; do

@@ -16,9 +16,8 @@ el built
     > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
 ok=()
 for d in build-fe build-fe4; do
-  t attention-${d#build-} 120 $d/bin/test_cuda_attention --gtest_filter='Cache/*/i8:Cache/*/e4m3:*SplitPlan*:-*DISABLED*' &&
-    grep -q "^\[  PASSED" $OUT/attention-${d#build-}.log && ! grep -q "FAILED" $OUT/attention-${d#build-}.log &&
-    ok+=($d)
+  passes attention-${d#build-} 120 $d/bin/test_cuda_attention \
+    --gtest_filter='Cache/*/i8:Cache/*/e4m3:*SplitPlan*:-*DISABLED*' && ok+=($d)
 done
 echo "benched: build-gpu ${ok[*]}"
 wait

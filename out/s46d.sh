@@ -9,15 +9,11 @@
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 d=${1:-build-fe}
-cmake --build $d -j16 --target test_cuda_attention test_model > /tmp/build-$d.log 2>&1 ||
-  { grep -B2 -A14 "error" /tmp/build-$d.log | head -60; exit 1; }
+more $d test_cuda_attention test_model || exit 1
 el built
-for tool in memcheck racecheck; do
-  before 300 || break
-  timeout 120 compute-sanitizer --tool $tool --error-exitcode 1 $d/bin/test_cuda_attention \
-    --gtest_filter='Cache/CudaAttentionKv.DecodeWithEarlierKeysStored/i8:Cache/CudaAttentionKv.ManySequencesDecode/e4m3' \
-    > /tmp/$tool.log 2>&1; echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/$tool.log | tail -1
-done 2>&1 | tee $OUT/sanitizers.log
+sanitize 300 120 $d/bin/test_cuda_attention \
+  'Cache/CudaAttentionKv.DecodeWithEarlierKeysStored/i8:Cache/CudaAttentionKv.ManySequencesDecode/e4m3' 2>&1 |
+  tee $OUT/sanitizers.log
 awk 'BEGIN { srand(7); for (r = 0; r < 64; ++r) { n = 500 + int(rand() * 300); printf "{\"token_ids\": [";
   for (i = 0; i < n; ++i) printf "%s%d", (i ? "," : ""), 1000 + int(rand() * 100000); print "]}" } }' > /tmp/req.jsonl
 for c in int8 fp8; do

@@ -10,9 +10,8 @@
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 B=build-gpu/bin
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON > /tmp/cfg.log 2>&1
-cmake --build build-gpu -j16 --target test_cuda_attention > /tmp/build.log 2>&1 ||
-  { grep -B2 -A14 "error" /tmp/build.log | head -80; exit 1; }
+variant build-gpu "" test_cuda_attention
+[ -x $B/test_cuda_attention ] || exit 1
 el built
 K='regex:attention_split_warps_kernel.*256'
 for kv in i8 e4m3; do
