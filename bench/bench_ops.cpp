@@ -91,10 +91,16 @@ void BM_Attention(benchmark::State& state) {
 }
 
 constexpr int64_t kQ4K = int64_t(GgmlType::Q4_K), kQ8 = int64_t(GgmlType::Q8_0),
-                  kBF16 = int64_t(GgmlType::BF16), kF32 = int64_t(GgmlType::F32);
+                  kBF16 = int64_t(GgmlType::BF16), kF32 = int64_t(GgmlType::F32),
+                  kF16 = int64_t(GgmlType::F16), kQ6K = int64_t(GgmlType::Q6_K),
+                  kQ5K = int64_t(GgmlType::Q5_K), kQ40 = int64_t(GgmlType::Q4_0),
+                  kQ50 = int64_t(GgmlType::Q5_0);
 
+// Token counts 1-8 are decode and small batches (the weight rows decoded in registers
+// once per token group, matmul.cpp); 17 and 128 take the decoded tiles.
 BENCHMARK(BM_Matmul)
     ->ArgsProduct({{kF32, kBF16, kQ8, kQ4K}, {2048}, {2048}, {1, 17, 128}, {1}})
+    ->ArgsProduct({{kF16, kBF16, kQ8, kQ40, kQ50, kQ4K, kQ5K, kQ6K}, {2048}, {2048}, {1, 2, 4, 8}, {1}})
     ->ArgsProduct({{kQ4K}, {8192}, {2048}, {1}, {1, 4, 16}})
     ->ArgsProduct({{kQ4K}, {2048}, {2048}, {512}, {1, 4, 16}})
     ->Unit(benchmark::kMillisecond);

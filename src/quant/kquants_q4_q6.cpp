@@ -14,16 +14,6 @@
 namespace hf2q::quant::detail {
 namespace {
 
-void get_scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 void pack_scale_min_k4(const uint8_t* ls, const uint8_t* lm, uint8_t* scales) {
     for (int j = 0; j < 8; ++j) {
         if (j < 4) {

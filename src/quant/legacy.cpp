@@ -58,11 +58,6 @@ void pack_5bit(const uint8_t* L, uint8_t* qs, uint8_t* qh) {
     for (int k = 0; k < 4; ++k) qh[k] = static_cast<uint8_t>(h >> (8 * k));
 }
 
-uint32_t load_qh(const uint8_t* qh) {
-    return static_cast<uint32_t>(qh[0]) | (static_cast<uint32_t>(qh[1]) << 8) |
-           (static_cast<uint32_t>(qh[2]) << 16) | (static_cast<uint32_t>(qh[3]) << 24);
-}
-
 // Symmetric reference (Q4_0: nmax 8, Q5_0: nmax 16): d = max/-nmax, q = trunc(x/d + nmax + .5).
 void ref_symmetric(const float* x, int nmax, float* d_out, uint8_t* L) {
     const float max = signed_absmax(x, kQK);

@@ -1,4 +1,5 @@
-// Private to src/quant: block structs, rounding helpers shared by the quantizers, and the
+// Private to src/quant (and read by the CPU backend's row decoders, backends/cpu/block_dot.h,
+// for the block layouts): block structs, rounding helpers shared by the quantizers, and the
 // per-type row entry points the dispatcher in quant.cpp calls.
 //
 // Block structs hold only byte arrays (alignment 1), so a row may start at any address;
@@ -49,6 +50,22 @@ inline float load_f16(const uint8_t* p) {
 }
 inline void store_f16(uint8_t* p, float v) {
     store_u16(p, fp32_to_fp16(v));
+}
+// The little-endian fifth bits of a Q5_0 / Q5_1 block (bit j for value j).
+inline uint32_t load_qh(const uint8_t* qh) {
+    return static_cast<uint32_t>(qh[0]) | (static_cast<uint32_t>(qh[1]) << 8) |
+           (static_cast<uint32_t>(qh[2]) << 16) | (static_cast<uint32_t>(qh[3]) << 24);
+}
+// Scale and min of sub-block j (0-7) of a Q4_K / Q5_K block from its packed scales[12]
+// (the packing is described in kquants_q4_q6.cpp).
+inline void get_scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
 }
 
 // ---- block layouts (ggml-common.h) -------------------------------------------------------

@@ -126,33 +126,37 @@ TEST_P(MatmulTypes, GetRowsDequantizesAndScales) {
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulTypes,
                          ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16,
-                                           GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                                           GgmlType::Q6_K),
+                                           GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                                           GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
+                                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K),
                          [](const auto& type_info) {
                              return std::string(ggml_type_name(type_info.param));
                          });
 
 TEST(Matmul, LargeShapeAgreesAcrossThreads) {
-    // Enough rows for several tiles per thread and a ragged last tile.
+    // Enough rows for several tiles per thread and a ragged last tile; 2 tokens decode
+    // rows in registers, 5 decode tiles (matmul.cpp).
     const Weight w = make_weight(GgmlType::Q4_K, 1001, 1024, 11);
-    const auto x = randn(size_t(5 * 1024), 12);
-    auto y = run_both(std::vector<float>(5 * 1001), [&](ops::Backend& be, float* out) {
-        ops::MatmulParams p;
-        p.w = w.view;
-        p.x = x.data();
-        p.y = out;
-        p.n_tokens = 5;
-        be.matmul(p);
-    });
-    std::vector<double> ref;
-    for (int64_t t = 0; t < 5; ++t)
-        for (int64_t o = 0; o < 1001; ++o) {
-            double s = 0.0;
-            for (int64_t i = 0; i < 1024; ++i)
-                s += double(w.deq[size_t(o * 1024 + i)]) * x[size_t(t * 1024 + i)];
-            ref.push_back(s);
-        }
-    EXPECT_LT(rel_err_rows(y, ref, 1001), 1e-5);
+    for (int64_t n_tok : {2, 5}) {
+        const auto x = randn(size_t(n_tok * 1024), 12);
+        auto y = run_both(std::vector<float>(size_t(n_tok * 1001)), [&](ops::Backend& be, float* out) {
+            ops::MatmulParams p;
+            p.w = w.view;
+            p.x = x.data();
+            p.y = out;
+            p.n_tokens = n_tok;
+            be.matmul(p);
+        });
+        std::vector<double> ref;
+        for (int64_t t = 0; t < n_tok; ++t)
+            for (int64_t o = 0; o < 1001; ++o) {
+                double s = 0.0;
+                for (int64_t i = 0; i < 1024; ++i)
+                    s += double(w.deq[size_t(o * 1024 + i)]) * x[size_t(t * 1024 + i)];
+                ref.push_back(s);
+            }
+        EXPECT_LT(rel_err_rows(y, ref, 1001), 1e-5) << n_tok << " tokens";
+    }
 }
 
 TEST(Matmul, ZeroTokensIsNoopAndBadWeightsThrow) {

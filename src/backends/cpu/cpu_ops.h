@@ -90,11 +90,12 @@ inline float half_to_f32(uint16_t h) {
 
 using U8 = uint32_t __attribute__((vector_size(32)));
 
+// s in every lane, bit for bit (F8{} + s would turn −0 into +0).
+inline void splat(float s, F8& v) { v = F8{s, s, s, s, s, s, s, s}; }
+
 // Eight f16 values as F8 (half_to_f32 lane by lane, on vectors). An out parameter:
 // F8 stays out of return types (see F8).
-inline void half8_to_f8(const uint16_t* p, F8& f) {
-    U8 h;
-    for (int k = 0; k < 8; ++k) h[k] = p[k];
+inline void half8_to_f8(const U8& h, F8& f) {
     const U8 em = h & 0x7FFFu, sign = (h & 0x8000u) << 16;
     // Vector compares give all-ones or zero lanes; a vector cast keeps the bits.
     const U8 is_special = (U8)(em >= 0x7C00u) & 0x38000000u;
@@ -105,6 +106,11 @@ inline void half8_to_f8(const uint16_t* p, F8& f) {
     const U8 m = (U8)(em < 0x400u);
     const U8 r = (sub_bits & m) | (norm & ~m) | sign;
     std::memcpy(&f, &r, sizeof f);
+}
+inline void half8_to_f8(const uint16_t* p, F8& f) {
+    U8 h;
+    for (int k = 0; k < 8; ++k) h[k] = p[k];
+    half8_to_f8(h, f);
 }
 
 // FP8 E4M3 bits of the KV cache's e4m3 pools (a type of its own, so the overloads
@@ -144,6 +150,13 @@ inline float value_f32(int8_t c) { return static_cast<float>(c); }
 inline float value_f32(uint16_t h) { return half_to_f32(h); }
 inline float value_f32(E4m3 c) { return e4m3_table().v[static_cast<uint8_t>(c)]; }
 
+// The sum of dot_f32's four 8-lane accumulators in its fixed order (block_dot.h ends
+// with the same sum, so a row decoded in registers gives dot_f32's bits).
+inline float sum_lanes(const F8 (&acc)[4]) {
+    const F8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
 // Σ a[i]·b[i] in f32: four independent 8-lane accumulators over 32-element steps (for
 // instruction-level parallelism), combined as (acc0+acc1)+(acc2+acc3), the eight lanes
 // summed in a fixed tree, then the tail added in order. The order depends only on n.
@@ -164,8 +177,7 @@ inline float dot_f32(const float* a, const B* b, int64_t n) {
         load_f8(b + i, vb);
         acc[0] += va * vb;
     }
-    const F8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    float s = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+    float s = sum_lanes(acc);
     for (; i < n; ++i) s += a[i] * value_f32(b[i]);
     return s;
 }
@@ -174,8 +186,8 @@ inline float dot_f32(const float* a, const B* b, int64_t n) {
 // not depend on the lane width).
 template <class B>
 inline void axpy_f32(float* y, float a, const B* x, int64_t n) {
-    F8 vy, vx;
-    const F8 va = F8{} + a;
+    F8 vy, vx, va;
+    splat(a, va);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         std::memcpy(&vy, y + i, sizeof vy);

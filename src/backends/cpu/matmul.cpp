@@ -1,18 +1,22 @@
 // Linear layer y[t][o] = Σ_i x[t][i] · W[o][i] on weights in their stored ggml format,
 // and the embedding row gather.
 //
-// matmul: threads take contiguous ranges of output rows. A worker decodes a tile of
-// `row_tile(n_in)` weight rows once into its scratch ([tile][n_in] f32, sized so the
-// tile stays in L2), then dots every token's activation row with every row of the
-// tile; the weight tile is the cache block, reused by all tokens, and each token row
-// (n_in floats) is reused from L1 across the tile. The whole matrix is never expanded.
-// F32 weights are read in place. Each y element is one dot_f32 over the decoded row,
-// so results do not depend on the thread count, the tiling, or the number of tokens in
-// the batch (a token gives the same output in prefill and in decode).
+// matmul: threads take contiguous ranges of output rows, `row_tile(n_in)` rows at a time.
+// For many tokens a worker decodes the tile once into its scratch ([tile][n_in] f32,
+// sized so the tile stays in L2), then dots every token's activation row with every row
+// of the tile; the weight tile is the cache block, reused by all tokens, and each token
+// row (n_in floats) is reused from L1 across the tile. The whole matrix is never
+// expanded. For a few tokens (decode) the tile's rows are decoded in registers instead
+// (block_dot.h), where writing and reading the decoded tile cost more than the products.
+// F32 weights are read in place. Each y element is dot_f32 over the decoded row (both
+// paths give its bits), so results do not depend on the thread count, the tiling, the
+// path, or the number of tokens in the batch (a token gives the same output in prefill
+// and in decode).
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "backends/cpu/block_dot.h"
 #include "backends/cpu/cpu_ops.h"
 #include "core/error.h"
 #include "quant/quant.h"
@@ -24,6 +28,12 @@ namespace {
 int64_t row_tile(int64_t n_in) {
     return std::clamp<int64_t>((32 * 1024) / n_in, 4, 64);
 }
+
+// Up to this many tokens a call decodes rows in registers (block_dot.h): its token groups
+// of at most 4 read each row once. At 8 tokens (two passes) the tiles were as fast or
+// faster: Q4_K 2.12 against 2.35 ms, Q8_0 1.94 against 2.09 (hf2q_bench_ops BM_Matmul,
+// 2048 x 2048, one thread; docs/performance.md "CPU backend").
+constexpr int64_t kBlockDotMaxTokens = 4;
 
 void check_weight(const ops::WeightView& w, const char* op) {
     if (!quant::is_supported(w.type))
@@ -41,10 +51,14 @@ const uint8_t* row_ptr(const ops::WeightView& w, int64_t r) {
 }
 
 // Rows [r0, r1) of W as f32 [r1 − r0][n_in]: in place for aligned F32, else decoded
-// into `scratch`.
+// into `scratch` (by block_dot.h's decoders where they are the faster ones).
 const float* decode_rows(const ops::WeightView& w, bool in_place, int64_t r0, int64_t r1,
                          float* scratch) {
     if (in_place) return reinterpret_cast<const float*>(row_ptr(w, r0));
+    if (has_block_decode(w.type, w.n_in)) {
+        block_decode(w.type, row_ptr(w, r0), w.row_bytes, r1 - r0, w.n_in, scratch);
+        return scratch;
+    }
     for (int64_t r = r0; r < r1; ++r)
         quant::dequantize_row(w.type, row_ptr(w, r), scratch + (r - r0) * w.n_in, w.n_in);
     return scratch;
@@ -75,11 +89,18 @@ void matmul(Context& c, const ops::MatmulParams& p) {
 
     const bool in_place =
         w.type == GgmlType::F32 && reinterpret_cast<uintptr_t>(w.data) % alignof(float) == 0;
+    const bool in_registers =
+        !in_place && p.n_tokens <= kBlockDotMaxTokens && has_block_dot(w.type, n_in);
     const int64_t tile = row_tile(n_in);
-    if (!in_place) c.scratch.reserve(tile * n_in);
+    if (!in_place && !in_registers) c.scratch.reserve(tile * n_in);
     c.pool.parallel_for(w.n_out, tile, [&](int64_t o0, int64_t o1, int th) {
         for (int64_t r0 = o0; r0 < o1; r0 += tile) {
             const int64_t r1 = std::min(o1, r0 + tile);
+            if (in_registers) {
+                block_dot(w.type, BlockDotArgs{row_ptr(w, r0), w.row_bytes, r1 - r0, n_in, p.x, xs,
+                                               p.n_tokens, p.y + r0, ys});
+                continue;
+            }
             const float* rows = decode_rows(w, in_place, r0, r1, c.scratch.get(th));
             dot_tile(rows, r1 - r0, n_in, p.x, xs, p.n_tokens, p.y + r0, ys);
         }
