@@ -14,27 +14,31 @@ timeout 200 ncu --set full --import-source yes --kernel-name-base demangled --ke
   --launch-skip 20 --launch-count 1 -f -o /tmp/warp-i8 build-li/bin/test_cuda_attention \
   --gtest_also_run_disabled_tests --gtest_filter="Cache/CudaAttentionKv.DISABLED_Perf/i8" > /tmp/ncu.log 2>&1
 echo "ncu rc=$?"; tail -3 /tmp/ncu.log
-timeout 120 ncu -i /tmp/warp-i8.ncu-rep --page source --csv --print-source cuda > /tmp/src.csv 2>&1
-echo "source page rc=$? $(wc -l < /tmp/src.csv) lines"
-python3 - /tmp/src.csv > $OUT/source-top.txt 2>&1 <<'PY'
+ncu --help | grep -A6 -E "^ +--print-source|^ +--page" | head -24
+for view in sass cuda; do
+  timeout 120 ncu -i /tmp/warp-i8.ncu-rep --page source --csv --print-source $view > /tmp/src-$view.csv 2>&1
+  echo "source page $view rc=$? $(wc -l < /tmp/src-$view.csv) lines"; head -c 600 /tmp/src-$view.csv; echo
+  python3 - /tmp/src-$view.csv > $OUT/source-top-$view.txt 2>&1 <<'PY'
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1], errors="replace")))
-hdr_i = next(i for i, r in enumerate(rows) if any("Source" == c.strip() for c in r))
-hdr, body = rows[hdr_i], rows[hdr_i + 1:]
-src = next(i for i, c in enumerate(hdr) if c.strip() == "Source")
-line = next((i for i, c in enumerate(hdr) if c.strip() in ("#", "Line")), None)
+width = max(len(r) for r in rows)
+hdr_i = next(i for i, r in enumerate(rows) if len(r) == width)
+hdr, body = rows[hdr_i], [r for r in rows[hdr_i + 1:] if len(r) == width]
+src = next((i for i, c in enumerate(hdr) if c.strip() == "Source"), 1)
+line = next((i for i, c in enumerate(hdr) if c.strip() in ("#", "Line No", "Address")), 0)
 def num(x):
     try: return float(x.replace(",", ""))
     except ValueError: return 0.0
-print("columns:", [c for c in hdr])
-for want in ("Excessive", "Stall Sampling (All", "Sectors Global", "Wavefronts Shared", "Instructions Executed"):
+print("columns:", hdr)
+for want in ("Excessive", "Stall Sampling (All", "Sectors Global", "Wavefronts Shared"):
     for ci, name in enumerate(hdr):
         if want not in name: continue
-        tot = sum(num(r[ci]) for r in body if len(r) > ci)
+        tot = sum(num(r[ci]) for r in body)
         print(f"\n== {name} (total {tot:.0f})")
-        for r in sorted(body, key=lambda r: -num(r[ci]) if len(r) > ci else 0)[:12]:
-            if len(r) <= ci or num(r[ci]) == 0: continue
-            print(f"{num(r[ci]):12.0f}  L{r[line] if line is not None else '?':>5}  {r[src].strip()[:110]}")
+        for r in sorted(body, key=lambda r: -num(r[ci]))[:14]:
+            if num(r[ci]) == 0: continue
+            print(f"{num(r[ci]):12.0f}  {r[line]:>8}  {r[src].strip()[:110]}")
 PY
-echo "parse rc=$?"; head -c 6000 $OUT/source-top.txt
+  echo "parse $view rc=$?"; head -c 5000 $OUT/source-top-$view.txt; echo
+done
 el done
