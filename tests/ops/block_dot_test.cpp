@@ -90,40 +90,50 @@ std::vector<float> reference(GgmlType t, const std::vector<uint8_t>& w, const Bl
     return y;
 }
 
-// The products (and, with `decode` set, block_decode's rows into decode) compiled for
-// AVX2 and for the baseline.
+// The products (and, with `decode` set, block_decode's rows into decode), inlined into
+// a function compiled for AVX2 and into one for the baseline.
+template <class Fmt>
+[[gnu::always_inline]] inline void run(const BlockDotArgs& a, float* decode) {
+    if (decode == nullptr) return cpu::block_dot_detail::rows<Fmt>(a);
+    for (int64_t r = 0; r < a.n_rows; ++r)
+        cpu::block_dot_detail::decode_row<Fmt>(a.w + uint64_t(r) * a.row_bytes, a.n_in,
+                                               decode + r * a.n_in);
+}
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 template <class Fmt>
-__attribute__((target("avx2"))) void rows_avx2(const BlockDotArgs& a, float* decode) {
-    if (decode == nullptr) return cpu::block_dot_detail::rows<Fmt>(a);
-    for (int64_t r = 0; r < a.n_rows; ++r)
-        cpu::block_dot_detail::decode_row<Fmt>(a.w + uint64_t(r) * a.row_bytes, a.n_in,
-                                               decode + r * a.n_in);
+__attribute__((target("avx2"))) void run_avx2(const BlockDotArgs& a, float* decode) {
+    run<Fmt>(a, decode);
 }
-struct Avx2 {
-    const BlockDotArgs& a;
-    float* decode = nullptr;
-    template <class Fmt>
-    void operator()() const {
-        rows_avx2<Fmt>(a, decode);
-    }
-};
+#else
+template <class Fmt>
+void run_avx2(const BlockDotArgs&, float*) {}
 #endif
 template <class Fmt>
-void rows_base(const BlockDotArgs& a, float* decode) {
-    if (decode == nullptr) return cpu::block_dot_detail::rows<Fmt>(a);
-    for (int64_t r = 0; r < a.n_rows; ++r)
-        cpu::block_dot_detail::decode_row<Fmt>(a.w + uint64_t(r) * a.row_bytes, a.n_in,
-                                               decode + r * a.n_in);
+void run_base(const BlockDotArgs& a, float* decode) {
+    run<Fmt>(a, decode);
 }
-struct Base {
+// For block_dot_detail::visit: the format's run in one clone.
+template <bool kAvx2>
+struct Clone {
     const BlockDotArgs& a;
     float* decode = nullptr;
     template <class Fmt>
     void operator()() const {
-        rows_base<Fmt>(a, decode);
+        if constexpr (kAvx2)
+            run_avx2<Fmt>(a, decode);
+        else
+            run_base<Fmt>(a, decode);
     }
 };
+using Avx2 = Clone<true>;
+using Base = Clone<false>;
+bool has_avx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
 
 TEST(BlockDot, EqualsDotF32OfTheDecodedRowInBothClones) {
     uint32_t seed = 1;
@@ -152,13 +162,11 @@ TEST(BlockDot, EqualsDotF32OfTheDecodedRowInBothClones) {
                     std::fill(y.begin(), y.end(), -7.0f);
                     ASSERT_TRUE(cpu::block_dot_detail::visit(t, Base{a}));
                     EXPECT_TRUE(bitwise_equal(y, want)) << at << " (baseline)";
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-                    if (__builtin_cpu_supports("avx2")) {
+                    if (has_avx2()) {
                         std::fill(y.begin(), y.end(), -7.0f);
                         ASSERT_TRUE(cpu::block_dot_detail::visit(t, Avx2{a}));
                         EXPECT_TRUE(bitwise_equal(y, want)) << at << " (avx2)";
                     }
-#endif
                 }
             }
         }
@@ -183,13 +191,11 @@ TEST(BlockDot, DecodeEqualsDequantizeRowInBothClones) {
             std::fill(got.begin(), got.end(), -7.0f);
             ASSERT_TRUE(cpu::block_dot_detail::visit(t, Base{a, got.data()}));
             EXPECT_TRUE(bitwise_equal(got, want)) << at << " (baseline)";
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-            if (__builtin_cpu_supports("avx2")) {
+            if (has_avx2()) {
                 std::fill(got.begin(), got.end(), -7.0f);
                 ASSERT_TRUE(cpu::block_dot_detail::visit(t, Avx2{a, got.data()}));
                 EXPECT_TRUE(bitwise_equal(got, want)) << at << " (avx2)";
             }
-#endif
         }
     }
 }
