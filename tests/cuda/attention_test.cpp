@@ -632,8 +632,8 @@ TEST_P(CudaAttentionKv, DecodeWithKeyBound) {
 // promise-free run's bit for bit: positions at chunk edges (the key at pos first,
 // last or alone in its chunk), key bounds that give one split and many, and a batch
 // of sequences whose splits are partly empty; and 64 sequences of 1 to 1,500 keys, which
-// the 8-bit pools at head size 256 run on the keys-by-warp kernel (its early fetch,
-// HF2Q_SPLIT_WARP_FETCH_EARLY: the key at pos in a warp's early tiles or a later one).
+// the 8-bit pools at head size 256 run on the keys-by-warp kernel (it has no early fetch:
+// the promise must change nothing there either).
 // (That the key at pos really is read after the wait is what the model's decode tests
 // check: their steps store it in the kernel just before.)
 TEST_P(CudaAttentionKv, DecodeWithEarlierKeysStored) {

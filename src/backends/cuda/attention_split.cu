@@ -739,28 +739,11 @@ constexpr size_t split_warp_smem_bytes() {
     return 4 * WarpShape<D>::kWarpBytes + 2 * 4 * size_t{HB} * sizeof(float);
 }
 
-// Whether a block of the warp kernel fetches its first tiles before the wait on the previous
-// kernel, as split_fetch_early's chunk kernel does, under the same promise; the i8 pools too
-// (the row scale of the key at pos is read again after the wait). Why: the early fetch gave the
-// chunk kernel +2.7 % at tg128 (session 30), and fp8 at 8 sequences lost 1.1 % to the warp
-// kernel without it (session 45). Prepared in session 45, not yet measured (out/s46c.sh), so
-// off: 1 turns it on for the A/B.
-#ifndef HF2Q_SPLIT_WARP_FETCH_EARLY
-#define HF2Q_SPLIT_WARP_FETCH_EARLY 0
-#endif
-__device__ __forceinline__ bool split_warp_fetch_early(const ops::AttentionParams& p, const int* handled) {
-    return HF2Q_SPLIT_WARP_FETCH_EARLY && p.earlier_keys_stored && handled == nullptr;
-}
-
 // One (token, head group, split) work item of the warp kernel; the caller synchronises
-// between items. early (split_warp_fetch_early, the block's first item): each warp looks up
-// and copies its first S − 1 tiles but for the key at pos before pdl_begin(), which this
-// function then calls; that key's row (the previous kernel's store) and its i8 scales
-// follow after the wait, as do the queries. The same values reach the same arithmetic.
+// between items.
 template <int D, int HB, class KV>
 __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, int64_t t, int n_split,
-                                                 float* __restrict__ part, float scale_log2, unsigned char* smem,
-                                                 bool early) {
+                                                 float* __restrict__ part, float scale_log2, unsigned char* smem) {
     constexpr int CK = SplitShape<D, KV>::kKeys, TK = WarpShape<D>::kTile, LD = WarpShape<D>::kLd;
     constexpr int NT = 128, NW = NT / 32, T = D / 16;  // T: P·V tiles of a warp (the whole head dimension)
     constexpr unsigned kAll = 0xffffffffu;
@@ -784,9 +767,9 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
     float* const l_w = m_w + NW * HB;
 
     // q of head g (zeros past HB) in F16 B fragments over the whole head dimension, the k
-    // index permuted as in split_item's score phase (after the wait: the previous kernel's).
+    // index permuted as in split_item's score phase.
     uint32_t qf[2 * (D / 16)];
-    auto load_q = [&] {
+    {
         const float* qrow = p.q + (t * p.n_heads + h0 + (g < HB ? g : 0)) * D + 4 * t4;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
@@ -795,8 +778,7 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
             qf[2 * kk] = pack_half2(f.x, f.y);
             qf[2 * kk + 1] = pack_half2(f.z, f.w);
         }
-    };
-    if (!early) load_q();
+    }
 
     // Pool offset of key r = lane % 16 of tile j, or −1 (past the split, or no tile j).
     auto tile_offset = [&](int j) -> int64_t {
@@ -809,9 +791,9 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         if constexpr (kv_scaled<KV>) return off >= 0 ? sc[off / D] : 0.0f;
         return off >= 0 ? 1.0f : 0.0f;
     };
-    // Copies the tile whose row offsets lanes r and r + 16 hold (off) into stage s, but for row
-    // skip (−1: none); rows past the split become zeros.
-    auto issue = [&](int s, int64_t off, int skip) {
+    // Copies the tile whose row offsets lanes r and r + 16 hold (off) into stage s; rows past the
+    // split become zeros.
+    auto issue = [&](int s, int64_t off) {
         KV* const ks = stage + s * 2 * TK * LD;
         KV* const vs = ks + TK * LD;
 #pragma unroll
@@ -819,7 +801,6 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
             const int u = lane + 32 * i, r = u / (D / 16), col = (u % (D / 16)) * 16;
             const int64_t o = __shfl_sync(kAll, off, r);
             const bool ok = o >= 0;
-            if (skip >= 0 && r == skip) continue;
             cp_async16(ks + r * LD + col, k_pool + (ok ? o + col : 0), ok ? 16 : 0);
             cp_async16(vs + r * LD + col, v_pool + (ok ? o + col : 0), ok ? 16 : 0);
         }
@@ -840,43 +821,13 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         kss[i] = row_scale(p.k_scale, offs[i]);
         vss[i] = row_scale(p.v_scale, offs[i]);
     }
-    if (!early) {
 #pragma unroll
-        for (int i = 0; i + 1 < S; ++i) {
-            if (j + i * NW < n_tiles) issue(i, offs[i], -1);
-            cp_async_commit();
-        }
-    } else {
-        // The key at pos lies in this split's last tile when the split holds it (k_hi == pos).
-        const int pos_tile = k_hi == pos && n_tiles > 0 ? n_tiles - 1 : -1, pos_row = (pos - k_lo) % TK;
-#pragma unroll
-        for (int i = 0; i + 1 < S; ++i)
-            if (j + i * NW < n_tiles) issue(i, offs[i], j + i * NW == pos_tile ? pos_row : -1);
-        pdl_begin();
-#pragma unroll
-        for (int i = 0; i < S; ++i) {
-            if (j + i * NW != pos_tile) continue;
-            if (i + 1 < S) {  // its row, left out above
-                const int64_t o = __shfl_sync(kAll, offs[i], pos_row);
-                KV* const ks = stage + i * 2 * TK * LD;
-                if (lane < D / 16) {
-                    cp_async16(ks + pos_row * LD + 16 * lane, k_pool + o + 16 * lane, 16);
-                    cp_async16(ks + TK * LD + pos_row * LD + 16 * lane, v_pool + o + 16 * lane, 16);
-                }
-            }
-            if (lane % TK == pos_row) {  // its i8 scales, read before the wait
-                kss[i] = row_scale(p.k_scale, offs[i]);
-                vss[i] = row_scale(p.v_scale, offs[i]);
-            }
-        }
-        // One group holds every early tile and the key at pos, so the loop's first wait
-        // covers them all; empty groups keep its count.
-#pragma unroll
-        for (int i = 0; i + 1 < S; ++i) cp_async_commit();
-        load_q();
+    for (int i = 0; i + 1 < S; ++i) {
+        if (j + i * NW < n_tiles) issue(i, offs[i]);
+        cp_async_commit();
     }
     for (int s = 0; j < n_tiles; j += NW, s = s + 1 == S ? 0 : s + 1) {
-        if (j + (S - 1) * NW < n_tiles) issue(s == 0 ? S - 1 : s - 1, offs[S - 1], -1);
+        if (j + (S - 1) * NW < n_tiles) issue(s == 0 ? S - 1 : s - 1, offs[S - 1]);
         cp_async_commit();
         const int64_t off_after = tile_offset(j + S * NW);
         const float ks_after = row_scale(p.k_scale, off_after), vs_after = row_scale(p.v_scale, off_after);
@@ -1009,12 +960,11 @@ template <int D, int HB, class KV>
 __global__ void __launch_bounds__(128, HF2Q_SPLIT_WARP_STAGES == 2 ? 3 : 2)
     attention_split_warps_kernel(const ops::AttentionParams p, const int* __restrict__ handled, int n_split,
                                  float* __restrict__ part, float scale_log2) {
-    const bool early = split_warp_fetch_early(p, handled);  // split_warps_item waits
-    if (!early) pdl_begin();
+    pdl_begin();
     extern __shared__ __align__(16) unsigned char sm[];
     for (int64_t t = blockIdx.x; t < p.n_tokens; t += gridDim.x) {
         if (handled != nullptr && handled[t]) continue;
-        split_warps_item<D, HB, KV>(p, t, n_split, part, scale_log2, sm, early && t == blockIdx.x);
+        split_warps_item<D, HB, KV>(p, t, n_split, part, scale_log2, sm);
         __syncthreads();  // the next item rewrites the stages and (m, l)
     }
 }

@@ -69,29 +69,6 @@ constexpr int kWarps = 4;     // split the units of the rows
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBias = 0x4B400000;  // 1.5·2^23 as float bits: sums of |s| < 2^22 stay exact
 constexpr size_t kReduceBytes = sizeof(float) * 4 * 32 * kWarps;
-// Warps of a Q4_K block (one 16-row tile at a time): 4 (default), or 8, each with
-// half of a warp's units of the 4-warp form (warp w takes chunk w % 4 of the Q4_K
-// blocks w / 4, w / 4 + 2, ...), for the A/B. Why 8: the kernel is bound by issue,
-// the shared-memory pipe and latency together (ncu, session 35: a third of the cycles
-// without an eligible warp at 4 warps a scheduler); with 8 warps a block and 64
-// registers an SM holds the same 4 blocks (shared memory binds) but twice the warps.
-// Warps 4-7 fold their sums into warps 0-3's before the reduction, so the reduction's
-// shared memory stays kReduceBytes (a 2 KB larger block would not fit 4 an SM).
-#ifndef HF2Q_GEMV_MMA_Q4K_WARPS
-#define HF2Q_GEMV_MMA_Q4K_WARPS 4
-#endif
-static_assert(HF2Q_GEMV_MMA_Q4K_WARPS == 4 || HF2Q_GEMV_MMA_Q4K_WARPS == 8, "HF2Q_GEMV_MMA_Q4K_WARPS: 4 or 8");
-// Blocks an SM a Q4_K block's registers are held to (__launch_bounds__): 0 (ptxas's
-// choice) at 4 warps; at 8, 4 (64 registers; the 4-tile kernel spills 16 bytes) or 3
-// (80 registers taken, 24 warps an SM), for the A/B.
-#ifndef HF2Q_GEMV_MMA_Q4K_MIN_BLOCKS
-#define HF2Q_GEMV_MMA_Q4K_MIN_BLOCKS (HF2Q_GEMV_MMA_Q4K_WARPS == 8 ? 4 : 0)
-#endif
-// Warps of a block of weight type T.
-template <GgmlType T>
-constexpr int block_warps() {
-    return T == GgmlType::Q4_K ? HF2Q_GEMV_MMA_Q4K_WARPS : kWarps;
-}
 // 1 (default): launches that cover every expert stage their weights before the
 // lookup (gemv_mma_kernel's direct); 0: never, for A/Bs. H200, 26B-A4B: 64 sequences
 // 3,843 / 3,855 -> 3,959 / 3,990 tokens/s, 32 sequences 2,424 -> 2,483.
@@ -463,16 +440,14 @@ struct MmaPair<GgmlType::Q8_0> {
 // Copies `bytes` (a multiple of 4) from src (4-byte aligned) to dst, which has src's
 // alignment modulo 16: 4-byte pieces up to src's first 16-byte boundary and after
 // its last, 16-byte pieces between (past L1: the weights are read once).
-// NT: threads of the block.
-template <int NT>
 __device__ __forceinline__ void stage(uint8_t* dst, const uint8_t* src, uint32_t bytes) {
     const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(src) % 16);
     const uint32_t head = min((16 - mis) % 16, bytes);
     const uint32_t body = (bytes - head) / 16 * 16, tail = bytes - head - body;
-    for (uint32_t i = 4 * threadIdx.x; i < head; i += 4 * NT) cp_async4(dst + i, src + i);
-    for (uint32_t i = 16 * threadIdx.x; i < body; i += 16 * NT)
+    for (uint32_t i = 4 * threadIdx.x; i < head; i += 4 * kThreads) cp_async4(dst + i, src + i);
+    for (uint32_t i = 16 * threadIdx.x; i < body; i += 16 * kThreads)
         cp_async16(dst + head + i, src + head + i, 16);
-    for (uint32_t i = 4 * threadIdx.x; i < tail; i += 4 * NT)
+    for (uint32_t i = 4 * threadIdx.x; i < tail; i += 4 * kThreads)
         cp_async4(dst + head + body + i, src + head + body + i);
     cp_async_commit();
 }
@@ -500,18 +475,16 @@ struct Smem {
     }
 };
 
-// The activation rows c0 .. c0 + nt of a pass and their scales into shared memory (NT:
-// threads of the block).
-template <int NT>
+// The activation rows c0 .. c0 + nt of a pass and their scales into shared memory.
 __device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq, int64_t c0, int nt, uint32_t n_in) {
     const uint32_t per_row = n_in / 16, nb = n_in / 32;
     const int8_t* src = xq.q + c0 * static_cast<int64_t>(n_in);
-    for (uint32_t i = threadIdx.x; i < nt * per_row; i += NT) {
+    for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
         const uint32_t r = i / per_row, k = i % per_row;
         cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
     }
     const float2* ds = xq.ds + c0 * static_cast<int64_t>(nb);
-    for (uint32_t i = threadIdx.x; i < nt * nb; i += NT) cp_async8(smem + L.ds + 8 * i, ds + i);
+    for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
 }
 
 // Asks L2 to fetch the 16-byte pieces that lie wholly within bytes at p, without
@@ -551,15 +524,13 @@ __device__ __forceinline__ void scale_into(float (&acc)[4], const int (&sum)[4],
 
 // A paired pass of Q4_K rows (at most 4 activation rows; PairUnit says how): acc[i]
 // gets column 2t + i % 2, activation row (2t + i % 2) % 4 in sub-block t / 2 of each
-// unit. kLow: chunk c < 2. kW: warps of the block (HF2Q_GEMV_MMA_Q4K_WARPS); warp w
-// takes chunk c = w % 4 of the Q4_K blocks w / 4, w / 4 + kW / 4, ...
-template <bool kLow, int kW>
+// unit. kLow: warp < 2.
+template <bool kLow>
 __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
                                             const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp, int g,
                                             int t, float (&acc)[4]) {
-    static_assert(kWarps == 4 && (kW == 4 || kW == 8), "a warp's units share their chunk c = warp % 4");
-    const uint32_t c = static_cast<uint32_t>(kW == 4 ? warp : warp % 4), j = 2 * c + static_cast<uint32_t>(t / 2);
-    const uint32_t b0 = kW == 4 ? 0 : static_cast<uint32_t>(warp / 4);  // the warp's first Q4_K block
+    static_assert(kWarps == 4, "a warp's units share their chunk c = warp");
+    const uint32_t c = static_cast<uint32_t>(warp), j = 2 * c + static_cast<uint32_t>(t / 2);
     const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
     const uint32_t qoff = 16 + 32 * c + 8 * static_cast<uint32_t>(t), sel = kLow ? j : j - 4;
     const int hi = g / 4;  // B column g: activation row g % 4 of sub-block hi
@@ -572,7 +543,7 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
     // 70.5 / 111 -> 70.5 / 101.5 instructions a unit, !kLow 92 / 135 -> 82.5 / 125.5.
     // H200, session 35, 512 routed rows: gate_up 124.1 -> 119.3 us.
 #pragma unroll 2
-    for (uint32_t b = b0, u = c + 4 * b0; u < units; b += kW / 4, u += kW) {
+    for (uint32_t b = 0, u = c; u < units; ++b, u += kWarps) {
         PairUnit<kLow> w;
         w.load(rs, b * 144, qoff, sel);
         const uint2 xv = lds8(xrow + 256 * b);
@@ -585,21 +556,20 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
 
 // A full pass of Q4_K rows (5 to 8 activation rows, or any number with
 // HF2Q_GEMV_MMA_PAIRED=0): the units and order of the 32-value formats' loop, with
-// FullUnitQ4K. kLow and kW: as paired_pass's.
-template <bool kLow, int kW>
+// FullUnitQ4K. kLow: warp < 2.
+template <bool kLow>
 __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
                                               const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp,
                                               int g, int t, float (&acc)[4]) {
-    static_assert(kWarps == 4 && (kW == 4 || kW == 8), "a warp's units share their chunk c = warp % 4");
-    const uint32_t c = static_cast<uint32_t>(kW == 4 ? warp : warp % 4);
-    const uint32_t b0 = kW == 4 ? 0 : static_cast<uint32_t>(warp / 4);  // the warp's first Q4_K block
+    static_assert(kWarps == 4, "a warp's units share their chunk c = warp");
+    const uint32_t c = static_cast<uint32_t>(warp);
     const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
     const uint32_t qoff = 16 + 32 * c + 8 * static_cast<uint32_t>(t), sel = kLow ? 2 * c : 2 * c - 4;
     const uint32_t xrow = smem_u32(smem + L.x) + g * L.x_stride + 8 * t + 64 * c;  // block 8b + 2c
     const float2* ds0 = ds_base + 2 * t * ds_stride + 2 * c;
     const float2* ds1 = ds0 + ds_stride;
 #pragma unroll 2  // (as paired_pass's loop)
-    for (uint32_t b = b0, u = c + 4 * b0; u < units; b += kW / 4, u += kW) {
+    for (uint32_t b = 0, u = c; u < units; ++b, u += kWarps) {
         FullUnitQ4K<kLow> w;
         w.load(rs, b * 144, qoff, sel);
 #pragma unroll
@@ -618,11 +588,7 @@ __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], ui
 // 0 leaves ptxas its own choice there (56; a minimum of 1 or 4 let it take 71-75).
 // With one warp a tile, their blocks are 4 times larger and an SM holds 4-5 of
 // them: no bound.
-// Q4_K: HF2Q_GEMV_MMA_Q4K_MIN_BLOCKS.
-constexpr int min_blocks(GgmlType t, int split) {
-    if (t == GgmlType::Q4_K) return HF2Q_GEMV_MMA_Q4K_MIN_BLOCKS;
-    return split < kWarps ? 0 : 10;
-}
+constexpr int min_blocks(GgmlType t, int split) { return t == GgmlType::Q4_K || split < kWarps ? 0 : 10; }
 
 // direct: block row y works on expert y (the grid covers every expert; those
 // without rows leave), so the block knows its weights before the grouping exists
@@ -637,11 +603,10 @@ constexpr int min_blocks(GgmlType t, int split) {
 //
 // kSeq: tiles a block takes in turn (HF2Q_GEMV_MMA_Q4K_TILES, HF2Q_GEMV_MMA_SEQ32).
 template <GgmlType T, int kSplit, int kSeq>
-__global__ void __launch_bounds__(32 * block_warps<T>(), min_blocks(T, kSplit))
+__global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
-    static_assert(T != GgmlType::Q4_K || kSplit == kWarps, "Q4_K's passes give warp w the chunk c = w % 4");
+    static_assert(T != GgmlType::Q4_K || kSplit == kWarps, "Q4_K's passes give warp w the chunk c = w");
     static_assert(kSplit == 1 || kSplit == kWarps, "a warp a tile, or all of them");
-    constexpr int kW = block_warps<T>(), kNT = 32 * kW;  // kW > kWarps: Q4_K only
     using U = MmaUnit<T>;
     constexpr int kBlockRows = kRows * (kWarps / kSplit);
     extern __shared__ __align__(16) uint8_t smem[];
@@ -662,12 +627,12 @@ __global__ void __launch_bounds__(32 * block_warps<T>(), min_blocks(T, kSplit))
         auto tile_at = [&] { return smem + reinterpret_cast<uintptr_t>(tile_src(a, e, o0)) % 16; };
         if (it == 0) {
             e = static_cast<int>(blockIdx.y);
-            if (direct) stage<kNT>(tile_at(), tile_src(a, e, o0), tile_bytes);
+            if (direct) stage(tile_at(), tile_src(a, e, o0), tile_bytes);
             pdl_begin();
             if (!direct) {
                 e = active_expert<4>(a.offsets, a.n_experts, e);
                 if (e < 0) return;  // the same expert for every warp: the whole block leaves
-                stage<kNT>(tile_at(), tile_src(a, e, o0), tile_bytes);
+                stage(tile_at(), tile_src(a, e, o0), tile_bytes);
             }
             r0 = a.offsets[e];
             r1 = a.offsets[e + 1];
@@ -676,7 +641,7 @@ __global__ void __launch_bounds__(32 * block_warps<T>(), min_blocks(T, kSplit))
                 return;
             }
         } else {
-            stage<kNT>(tile_at(), tile_src(a, e, o0), tile_bytes);  // the previous tile's last barrier freed it
+            stage(tile_at(), tile_src(a, e, o0), tile_bytes);  // the previous tile's last barrier freed it
         }
         // The next tile into L2 while this one is computed.
         if (kSeq > 1 && HF2Q_GEMV_MMA_L2_NEXT && threadIdx.x == 0 && it + 1 < kSeq && o0 + kBlockRows < a.n_out) {
@@ -698,23 +663,22 @@ __global__ void __launch_bounds__(32 * block_warps<T>(), min_blocks(T, kSplit))
             const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
             const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
             // An expert of one pass keeps the first tile's staged rows for the others.
-            if (kSeq == 1 || it == 0 || r1 - r0 > kCols) stage_x<kNT>(smem, L, xq, c0, nt, n_in);
+            if (kSeq == 1 || it == 0 || r1 - r0 > kCols) stage_x(smem, L, xq, c0, nt, n_in);
             cp_async_commit();
             const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
             cp_async_wait<0>();
             __syncthreads();
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             if constexpr (T == GgmlType::Q4_K) {
-                // The branch of the scale decoding is fixed per warp (c = warp % 4).
-                const bool low = (kW == kWarps ? warp : warp % kWarps) < 2;
-                if (paired && low)
-                    paired_pass<true, kW>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                // The branch of the scale decoding is fixed per warp (c = warp).
+                if (paired && warp < 2)
+                    paired_pass<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
                 else if (paired)
-                    paired_pass<false, kW>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
-                if (!paired && low)  // (not an else-chain: this form's PTX is the measured one)
-                    full_pass_q4k<true, kW>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    paired_pass<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                if (!paired && warp < 2)  // (not an else-chain: this form's PTX is the measured one)
+                    full_pass_q4k<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
                 else if (!paired)
-                    full_pass_q4k<false, kW>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    full_pass_q4k<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
             } else {
                 const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
                 const float2* ds0 = ds_base + 2 * t * nb;
@@ -759,33 +723,19 @@ __global__ void __launch_bounds__(32 * block_warps<T>(), min_blocks(T, kSplit))
                 }
             } else {
                 // The four warps' partial sums, added in warp order (in a paired pass, each
-                // warp's columns n and n + 4: lanes l and l + 2). With 8 warps, warp w + 4's
-                // sums go into warp w's first.
-                float4 mine = make_float4(acc[0], acc[1], acc[2], acc[3]);
-                if constexpr (kW > kWarps) {
-                    float4* const red4 = reinterpret_cast<float4*>(red);
-                    if (warp >= kWarps) red4[(warp - kWarps) * 32 + lane] = mine;
-                    __syncthreads();
-                    if (warp < kWarps) {
-                        const float4 o = red4[warp * 32 + lane];
-                        mine.x += o.x, mine.y += o.y, mine.z += o.z, mine.w += o.w;
-                    }
-                    __syncthreads();  // read before warps 0-3 write their own
-                }
-                if (kW == kWarps || warp < kWarps) reinterpret_cast<float4*>(red)[warp * 32 + lane] = mine;
+                // warp's columns n and n + 4: lanes l and l + 2).
+                reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
                 __syncthreads();
-                if (kW == kWarps || threadIdx.x < kThreads) {
-                    const int r = threadIdx.x / kCols, col = threadIdx.x % kCols;  // 128 threads: 16 × 8 sums
-                    const int l = 4 * (r % 8) + col / 2, i = 2 * (r / 8) + col % 2;
-                    float v = 0.0f;
+                const int r = threadIdx.x / kCols, col = threadIdx.x % kCols;  // 128 threads: 16 × 8 sums
+                const int l = 4 * (r % 8) + col / 2, i = 2 * (r / 8) + col % 2;
+                float v = 0.0f;
 #pragma unroll
-                    for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l) * 4 + i];
-                    if (paired && col < kCols / 2) {
+                for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l) * 4 + i];
+                if (paired && col < kCols / 2) {
 #pragma unroll
-                        for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l + 2) * 4 + i];
-                    }
-                    if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = v;
+                    for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l + 2) * 4 + i];
                 }
+                if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = v;
             }
             __syncthreads();  // red (and the staged rows) are written again by the next pass
         }
@@ -800,7 +750,7 @@ void launch_split(const GemvArgs& a, const Q8View& xq, const Smem& L, int64_t ma
     HF2Q_ASSERT(grid.y <= 65535 && L.total > 0);
     allow_smem<gemv_mma_kernel<T, kSplit, kSeq>>(kMaxSmem, 100);
     const bool direct = kDirect && max_active_experts == a.n_experts;
-    launch(gemv_mma_kernel<T, kSplit, kSeq>, grid, 32 * block_warps<T>(), L.total, s, a, xq, L, direct);
+    launch(gemv_mma_kernel<T, kSplit, kSeq>, grid, kThreads, L.total, s, a, xq, L, direct);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
