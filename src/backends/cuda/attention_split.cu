@@ -733,15 +733,6 @@ struct WarpShape {
 
 // Four warps' stages, then each warp's (m, l) of the block's heads. After the key loop the
 // stages hold the warps' scaled accumulators [4][HB][D] and the merged rows [HB][D] (floats).
-// How the warp kernel copies a tile row's 16-byte pieces: 0 (default), cp.async with the
-// source-size operand (0 bytes: zeros, for rows past the split); 1, cp.async without it for
-// the rows that exist and plain zero stores for the others. Why 1: ncu (session 46) counts
-// 24 L2 sectors for each warp copy of two 256-byte rows where 16 would do; 1 is the A/B of
-// whether the zero-fill form asks for them (out/s46i.sh). Not yet measured, so 0.
-#ifndef HF2Q_SPLIT_WARP_COPY_PLAIN
-#define HF2Q_SPLIT_WARP_COPY_PLAIN 0
-#endif
-
 template <int D, int HB>
 constexpr size_t split_warp_smem_bytes() {
     static_assert(5 * size_t{HB} * D * sizeof(float) <= 4 * WarpShape<D>::kWarpBytes, "merge rows exceed the stages");
@@ -810,18 +801,8 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
             const int u = lane + 32 * i, r = u / (D / 16), col = (u % (D / 16)) * 16;
             const int64_t o = __shfl_sync(kAll, off, r);
             const bool ok = o >= 0;
-            if constexpr (HF2Q_SPLIT_WARP_COPY_PLAIN) {
-                if (ok) {
-                    cp_async16_all(ks + r * LD + col, k_pool + o + col);
-                    cp_async16_all(vs + r * LD + col, v_pool + o + col);
-                } else {
-                    *reinterpret_cast<uint4*>(ks + r * LD + col) = make_uint4(0, 0, 0, 0);
-                    *reinterpret_cast<uint4*>(vs + r * LD + col) = make_uint4(0, 0, 0, 0);
-                }
-            } else {
-                cp_async16(ks + r * LD + col, k_pool + (ok ? o + col : 0), ok ? 16 : 0);
-                cp_async16(vs + r * LD + col, v_pool + (ok ? o + col : 0), ok ? 16 : 0);
-            }
+            cp_async16(ks + r * LD + col, k_pool + (ok ? o + col : 0), ok ? 16 : 0);
+            cp_async16(vs + r * LD + col, v_pool + (ok ? o + col : 0), ok ? 16 : 0);
         }
     };
 

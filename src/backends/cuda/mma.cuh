@@ -41,10 +41,6 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes
                  "r"(bytes)
                  : "memory");
 }
-// 16 bytes global -> shared, asynchronously, without the source-size operand.
-__device__ __forceinline__ void cp_async16_all(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
-}
 // 8 bytes global -> shared (both 8-byte aligned), asynchronously.
 __device__ __forceinline__ void cp_async8(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
