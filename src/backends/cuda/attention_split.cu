@@ -733,6 +733,15 @@ struct WarpShape {
 
 // Four warps' stages, then each warp's (m, l) of the block's heads. After the key loop the
 // stages hold the warps' scaled accumulators [4][HB][D] and the merged rows [HB][D] (floats).
+// Whether the warp kernel reads a tile's block-table entries an iteration before it computes
+// the tile's pool offsets and row scales from them. Why: ncu's stall sampling (session 46,
+// H100, the i8 64-sequence case) put 15 % of the warps' stalls on the first use of that
+// table load, five instructions after it in the same iteration. 0 (default) reads and uses it
+// in one iteration; 1 for the A/B (out/s47a.sh), not yet run on a GPU.
+#ifndef HF2Q_SPLIT_WARP_LOOKUP_AHEAD
+#define HF2Q_SPLIT_WARP_LOOKUP_AHEAD 0
+#endif
+
 template <int D, int HB>
 constexpr size_t split_warp_smem_bytes() {
     static_assert(5 * size_t{HB} * D * sizeof(float) <= 4 * WarpShape<D>::kWarpBytes, "merge rows exceed the stages");
@@ -786,6 +795,16 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         if (j >= n_tiles || key > k_hi) return -1;
         return (static_cast<int64_t>(table[key / bs]) * bs + key % bs) * kv_row + kvh * D;
     };
+    // The same in two steps for HF2Q_SPLIT_WARP_LOOKUP_AHEAD: the block-table entry of that key
+    // (−1 where tile_offset gives −1; visible keys never lie in released blocks), then the offset.
+    auto tile_block = [&](int j) -> int32_t {
+        const int32_t key = k_lo + j * TK + lane % TK;
+        return j >= n_tiles || key > k_hi ? -1 : table[key / bs];
+    };
+    auto block_offset = [&](int j, int32_t blk) -> int64_t {
+        const int32_t key = k_lo + j * TK + lane % TK;
+        return blk < 0 ? -1 : (static_cast<int64_t>(blk) * bs + key % bs) * kv_row + kvh * D;
+    };
     // The row scales of the i8 pools (E4M3 codes are values: 1).
     auto row_scale = [&](const float* sc, int64_t off) -> float {
         if constexpr (kv_scaled<KV>) return off >= 0 ? sc[off / D] : 0.0f;
@@ -826,10 +845,18 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         if (j + i * NW < n_tiles) issue(i, offs[i]);
         cp_async_commit();
     }
+    int32_t blk_ahead = 0;  // HF2Q_SPLIT_WARP_LOOKUP_AHEAD: the table entry of tile j + S·NW
+    if constexpr (HF2Q_SPLIT_WARP_LOOKUP_AHEAD) blk_ahead = tile_block(j + S * NW);
     for (int s = 0; j < n_tiles; j += NW, s = s + 1 == S ? 0 : s + 1) {
         if (j + (S - 1) * NW < n_tiles) issue(s == 0 ? S - 1 : s - 1, offs[S - 1]);
         cp_async_commit();
-        const int64_t off_after = tile_offset(j + S * NW);
+        int64_t off_after;
+        if constexpr (HF2Q_SPLIT_WARP_LOOKUP_AHEAD) {
+            off_after = block_offset(j + S * NW, blk_ahead);
+            blk_ahead = tile_block(j + (S + 1) * NW);  // used an iteration later
+        } else {
+            off_after = tile_offset(j + S * NW);
+        }
         const float ks_after = row_scale(p.k_scale, off_after), vs_after = row_scale(p.v_scale, off_after);
         cp_async_wait<S - 1>();
         __syncwarp();  // every lane's copies of tile j
