@@ -731,8 +731,6 @@ struct WarpShape {
     static constexpr size_t kWarpBytes = size_t{kStages} * 2 * kTile * kLd;  // K and V of every stage
 };
 
-// Four warps' stages, then each warp's (m, l) of the block's heads. After the key loop the
-// stages hold the warps' scaled accumulators [4][HB][D] and the merged rows [HB][D] (floats).
 // Whether the warp kernel reads a tile's block-table entries an iteration before it computes
 // the tile's pool offsets and row scales from them. Why: ncu's stall sampling (session 46,
 // H100, the i8 64-sequence case) put 15 % of the warps' stalls on the first use of that
@@ -742,6 +740,8 @@ struct WarpShape {
 #define HF2Q_SPLIT_WARP_LOOKUP_AHEAD 0
 #endif
 
+// Four warps' stages, then each warp's (m, l) of the block's heads. After the key loop the
+// stages hold the warps' scaled accumulators [4][HB][D] and the merged rows [HB][D] (floats).
 template <int D, int HB>
 constexpr size_t split_warp_smem_bytes() {
     static_assert(5 * size_t{HB} * D * sizeof(float) <= 4 * WarpShape<D>::kWarpBytes, "merge rows exceed the stages");
