@@ -40,6 +40,10 @@ struct BlockDotArgs {
     int64_t ys = 0;
 };
 
+// Tokens that share one pass over a row (their accumulators stay in the 16 AVX2 registers);
+// block_dot takes more in groups of this many.
+inline constexpr int64_t kBlockDotTokens = 4;
+
 // True where block_dot has a decoder for rows of n_in values of type t.
 bool has_block_dot(GgmlType t, int64_t n_in);
 // True where block_decode is the faster way to fill matmul's tiles (the format's kTiles).
@@ -306,14 +310,12 @@ template <class Fmt>
         }
 }
 
-// Tokens at most kMaxTokens at a time (their accumulators stay in registers), every row
-// of the call for each group of tokens.
-inline constexpr int64_t kMaxTokens = 4;
-
+// Tokens kBlockDotTokens at a time, every row of the call for each group of tokens.
 template <class Fmt>
 [[gnu::always_inline]] inline void rows(const BlockDotArgs& a) {
-    for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMaxTokens) {
-        const int64_t nt = a.n_tok - t0 < kMaxTokens ? a.n_tok - t0 : kMaxTokens;
+    static_assert(kBlockDotTokens == 4, "rows() dispatches groups of 1-4 tokens");
+    for (int64_t t0 = 0; t0 < a.n_tok; t0 += kBlockDotTokens) {
+        const int64_t nt = a.n_tok - t0 < kBlockDotTokens ? a.n_tok - t0 : kBlockDotTokens;
         const float* x = a.x + t0 * a.xs;
         float* y = a.y + t0 * a.ys;
         for (int64_t r = 0; r < a.n_rows; ++r) {

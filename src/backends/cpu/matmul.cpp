@@ -29,11 +29,11 @@ int64_t row_tile(int64_t n_in) {
     return std::clamp<int64_t>((32 * 1024) / n_in, 4, 64);
 }
 
-// Up to this many tokens a call decodes rows in registers (block_dot.h): its token groups
-// of at most 4 read each row once. At 8 tokens (two passes) the tiles were as fast or
-// faster: Q4_K 2.12 against 2.35 ms, Q8_0 1.94 against 2.09 (hf2q_bench_ops BM_Matmul,
-// 2048 x 2048, one thread; docs/performance.md "CPU backend").
-constexpr int64_t kBlockDotMaxTokens = 4;
+// Up to this many tokens a call decodes rows in registers (block_dot.h): one pass over
+// each row. At 8 tokens (two passes) the tiles were as fast or faster: Q4_K 2.12 against
+// 2.35 ms, Q8_0 1.94 against 2.09 (hf2q_bench_ops BM_Matmul, 2048 x 2048, one thread;
+// docs/performance.md "CPU backend").
+constexpr int64_t kBlockDotMaxTokens = kBlockDotTokens;
 
 void check_weight(const ops::WeightView& w, const char* op) {
     if (!quant::is_supported(w.type))
@@ -51,11 +51,11 @@ const uint8_t* row_ptr(const ops::WeightView& w, int64_t r) {
 }
 
 // Rows [r0, r1) of W as f32 [r1 − r0][n_in]: in place for aligned F32, else decoded
-// into `scratch` (by block_dot.h's decoders where they are the faster ones).
-const float* decode_rows(const ops::WeightView& w, bool in_place, int64_t r0, int64_t r1,
+// into `scratch` (by block_dot.h's decoders where `fast`: has_block_decode).
+const float* decode_rows(const ops::WeightView& w, bool in_place, bool fast, int64_t r0, int64_t r1,
                          float* scratch) {
     if (in_place) return reinterpret_cast<const float*>(row_ptr(w, r0));
-    if (has_block_decode(w.type, w.n_in)) {
+    if (fast) {
         block_decode(w.type, row_ptr(w, r0), w.row_bytes, r1 - r0, w.n_in, scratch);
         return scratch;
     }
@@ -91,6 +91,7 @@ void matmul(Context& c, const ops::MatmulParams& p) {
         w.type == GgmlType::F32 && reinterpret_cast<uintptr_t>(w.data) % alignof(float) == 0;
     const bool in_registers =
         !in_place && p.n_tokens <= kBlockDotMaxTokens && has_block_dot(w.type, n_in);
+    const bool fast_tiles = !in_place && !in_registers && has_block_decode(w.type, n_in);
     const int64_t tile = row_tile(n_in);
     if (!in_place && !in_registers) c.scratch.reserve(tile * n_in);
     c.pool.parallel_for(w.n_out, tile, [&](int64_t o0, int64_t o1, int th) {
@@ -101,7 +102,7 @@ void matmul(Context& c, const ops::MatmulParams& p) {
                                                p.n_tokens, p.y + r0, ys});
                 continue;
             }
-            const float* rows = decode_rows(w, in_place, r0, r1, c.scratch.get(th));
+            const float* rows = decode_rows(w, in_place, fast_tiles, r0, r1, c.scratch.get(th));
             dot_tile(rows, r1 - r0, n_in, p.x, xs, p.n_tokens, p.y + r0, ys);
         }
     });
