@@ -313,13 +313,15 @@ int run_bench(const std::vector<std::string>& args) {
     // The H200's ceilings mean nothing to another backend's figures: the CPU's rows give
     // GFLOP/s and GB/s alone.
     const bool gpu = o.backend == "cuda";
-    if (!o.json && gpu)
-        std::printf("| model | size | params | backend | test | t/s | TFLOP/s (%% of %.0f) | GB/s (%% of %.0f) |\n"
+    if (!o.json) {
+        char rates[96] = "GFLOP/s | GB/s";
+        if (gpu)
+            std::snprintf(rates, sizeof rates, "TFLOP/s (%% of %.0f) | GB/s (%% of %.0f)", kPeakBf16Tflops,
+                          kPeakCopyGBs);
+        std::printf("| model | size | params | backend | test | t/s | %s |\n"
                     "| --- | --- | --- | --- | --- | --- | --- | --- |\n",
-                    kPeakBf16Tflops, kPeakCopyGBs);
-    else if (!o.json)
-        std::printf("| model | size | params | backend | test | t/s | GFLOP/s | GB/s |\n"
-                    "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+                    rates);
+    }
     const KvCacheType kv_type = cache_type_of(o.device);
     for (const auto& r : results) {
         const bool prompt = r.spec.prompt;
@@ -339,21 +341,21 @@ int run_bench(const std::vector<std::string>& args) {
                                 {"pipeline", !prompt && !o.no_pipeline}};
             if (o.profile) j["profile"] = profile_json(r);
             out.push_back(std::move(j));
-        } else if (!gpu) {
-            char gb[32] = "-";
-            if (!prompt) std::snprintf(gb, sizeof gb, "%.1f", gbs);
-            std::printf("| %s | %s | %s | %s | %s | %.2f ± %.2f | %.1f | %s |\n", info.name.c_str(),
-                        format_bytes(info.n_bytes).c_str(),
-                        gguf::human_count(static_cast<uint64_t>(info.n_params)).c_str(), o.backend.c_str(),
-                        r.test.c_str(), tps, r.sd_tps(), 1e3 * tflops, gb);
-        } else {
-            std::printf("| %s | %s | %s | %s | %s | %.2f ± %.2f | %.2f (%.1f%%) | %s |\n", info.name.c_str(),
-                        format_bytes(info.n_bytes).c_str(),
-                        gguf::human_count(static_cast<uint64_t>(info.n_params)).c_str(),
-                        o.backend.c_str(), r.test.c_str(), tps, r.sd_tps(), tflops, 100.0 * tflops / kPeakBf16Tflops,
-                        prompt ? "-" : (std::to_string(static_cast<int>(gbs)) + " (" +
-                                        std::to_string(static_cast<int>(100.0 * gbs / kPeakCopyGBs)) + "%)").c_str());
+            continue;
         }
+        char flops[48], bytes[48] = "-";
+        if (gpu) {
+            std::snprintf(flops, sizeof flops, "%.2f (%.1f%%)", tflops, 100.0 * tflops / kPeakBf16Tflops);
+            if (!prompt)
+                std::snprintf(bytes, sizeof bytes, "%d (%d%%)", static_cast<int>(gbs),
+                              static_cast<int>(100.0 * gbs / kPeakCopyGBs));
+        } else {
+            std::snprintf(flops, sizeof flops, "%.1f", 1e3 * tflops);
+            if (!prompt) std::snprintf(bytes, sizeof bytes, "%.1f", gbs);
+        }
+        std::printf("| %s | %s | %s | %s | %s | %.2f ± %.2f | %s | %s |\n", info.name.c_str(),
+                    format_bytes(info.n_bytes).c_str(), gguf::human_count(static_cast<uint64_t>(info.n_params)).c_str(),
+                    o.backend.c_str(), r.test.c_str(), tps, r.sd_tps(), flops, bytes);
     }
     if (o.json) std::printf("%s\n", out.dump(2).c_str());
     else if (o.profile)
