@@ -7,6 +7,8 @@
 #   mkdir -p $OUT && OUT=$OUT bash out/s47a.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
+# The pool-layout probe first (seconds): whether 256-byte runs bind the 8-bit kernels' reads.
+nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pool_probe out/pool_probe.cu && /tmp/pool_probe | tee $OUT/probe.txt
 variant build-gpu "" hf2q test_cuda_attention &
 variant build-la "-DHF2Q_SPLIT_WARP_LOOKUP_AHEAD=1" hf2q test_cuda_attention &
 wait
