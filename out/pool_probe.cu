@@ -31,8 +31,8 @@ __global__ void __launch_bounds__(128) probe(const uint8_t* __restrict__ k, cons
                                              int n_split, float* out) {
     extern __shared__ __align__(16) uint8_t sm[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int item = blockIdx.x / n_split, split = blockIdx.x % n_split;
-    const int seq = item / kHeads, head = item % kHeads;
+    // The warp kernel's grid order: x = token (fastest), y = head group, z = split.
+    const int seq = blockIdx.x % kSeqs, head = blockIdx.x / kSeqs % kHeads, split = blockIdx.x / (kSeqs * kHeads);
     const int tiles = kKeys / kTile / n_split, t0 = split * tiles;
     constexpr int kLd = RB + 16, kStageBytes = 2 * kTile * kLd;
     uint8_t* const stage = sm + warp * kStages * kStageBytes;
