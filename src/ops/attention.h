@@ -45,6 +45,39 @@ constexpr int64_t kv_row_bytes(KvType t, int64_t head_dim) {
     return head_dim * kv_type_bytes(t) + (kv_type_scaled(t) ? 4 : 0);
 }
 
+// The order of a block's rows (a compile definition for the A/B of session 47; one layout
+// on every backend, since pools cross backends only in tests). 0 (default, the layout
+// above): a block is [block_size][n_kv_heads][head_dim], so one head's rows are head_dim
+// values apart by n_kv_heads · head_dim (256-byte runs for an i8 pool at head size 256).
+// 1: [n_kv_heads][block_size][head_dim], one head's block_size rows contiguous (4 KiB
+// for i8), and the i8 scales [n_blocks][n_kv_heads][block_size] likewise.
+#ifndef HF2Q_KV_HEAD_MAJOR
+#define HF2Q_KV_HEAD_MAJOR 0
+#endif
+
+// Index of the first value of the row of KV head kvh at slot s of physical block `block`
+// (kv_row = n_kv_heads · head_dim values a position); an i8 pool's scale of that row is at
+// kv_scale_index(block, s, kvh, block_size, n_kv_heads).
+constexpr int64_t kv_pool_index(int64_t block, int64_t s, int64_t kvh, int64_t block_size, int64_t kv_row,
+                                int64_t head_dim) {
+#if HF2Q_KV_HEAD_MAJOR
+    return (block * kv_row + kvh * head_dim) * block_size + s * head_dim;
+#else
+    return (block * block_size + s) * kv_row + kvh * head_dim;
+#endif
+}
+constexpr int64_t kv_scale_index(int64_t block, int64_t s, int64_t kvh, int64_t block_size, int64_t n_kv_heads) {
+#if HF2Q_KV_HEAD_MAJOR
+    return (block * n_kv_heads + kvh) * block_size + s;
+#else
+    return (block * block_size + s) * n_kv_heads + kvh;
+#endif
+}
+// Values from one position's row of a head to the next position's within a block.
+constexpr int64_t kv_slot_stride(int64_t kv_row, int64_t head_dim) { return HF2Q_KV_HEAD_MAJOR ? head_dim : kv_row; }
+// The same for the i8 scales.
+constexpr int64_t kv_scale_stride(int64_t n_kv_heads) { return HF2Q_KV_HEAD_MAJOR ? 1 : n_kv_heads; }
+
 struct AttentionParams {
     const float* q = nullptr;     // [n_tokens][n_heads][head_dim]
     float* out = nullptr;         // [n_tokens][n_heads][head_dim]

@@ -32,8 +32,9 @@ struct ScatterAddParams {
 };
 
 // Writes K and V rows of n_tokens tokens into the cache pools at their positions:
-// pool row of position p = tables[t][p / block_size] · block_size + p % block_size,
-// each pool row holding `row` values (n_kv_heads · head_dim) of kv_type
+// pool slot of position p = tables[t][p / block_size] · block_size + p % block_size,
+// each slot holding `row` values (n_kv_heads · head_dim) of kv_type, each head's
+// head_dim values where ops::kv_pool_index puts them
 // (ops/attention.h: f16 pools get the values rounded to nearest even; i8 pools get
 // each head_dim-value row's codes, and its scale in k_scale / v_scale).
 struct KvStoreParams {
@@ -47,7 +48,7 @@ struct KvStoreParams {
     const int32_t* pos = nullptr;            // [n_tokens]
     const int32_t* const* tables = nullptr;  // [n_tokens]
     int64_t n_tokens = 0;
-    int64_t head_dim = 0;        // values per scaled row (i8; divides row)
+    int64_t head_dim = 0;        // values per head's row (divides row)
     float* k_scale = nullptr;    // i8: [pool rows · row / head_dim]
     float* v_scale = nullptr;
 };

@@ -365,6 +365,7 @@ TEST_F(CudaOps, KvStoreE4m3MatchesCpuRounding) {
     p.v_pool = dev(std::vector<uint8_t>(x.size(), 0xAA));
     p.kv_type = ops::KvType::e4m3;
     p.row = row;
+    p.head_dim = row;
     p.block_size = bs;
     p.pos = dev(pos);
     p.tables = dev(std::vector<const int32_t*>(static_cast<size_t>(n), dtable));

@@ -130,9 +130,8 @@ std::vector<double> reference(const Scenario& s, const KvSetup& u) {
         for (int64_t h = 0; h < s.n_heads; ++h) {
             const float* q = u.q.data() + (int64_t(t) * s.n_heads + h) * d;
             auto key_row = [&](int64_t j) {
-                return size_t((table[size_t(j / s.block_size)] * s.block_size + j % s.block_size) *
-                                  u.kv_row +
-                              (h / group) * d);
+                return size_t(ops::kv_pool_index(table[size_t(j / s.block_size)], j % s.block_size,
+                                                 h / group, s.block_size, u.kv_row, d));
             };
             // Full score row over 0..p with the mask applied as −inf.
             std::vector<double> sc(size_t(p + 1), -INFINITY);

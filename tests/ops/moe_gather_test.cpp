@@ -328,8 +328,14 @@ TEST(Gather, GatherRowsAndScatterAddInOrder) {
     EXPECT_TRUE(bitwise_equal(got, ref));
 }
 
+// Index of value i of a stored (block, slot) row of `row` values, heads of hd values
+// (ops::kv_pool_index's layout).
+size_t pool_at(int64_t block, int64_t s, int64_t i, int64_t row, int64_t bs, int64_t hd) {
+    return size_t(ops::kv_pool_index(block, s, i / hd, bs, row, hd) + i % hd);
+}
+
 TEST(Gather, KvStoreAndCopyBlocks) {
-    const int64_t row = 12, bs = 4, n_blocks = 5;
+    const int64_t row = 12, bs = 4, n_blocks = 5, hd = 4;  // three heads a row
     const std::vector<int32_t> table_a = {3, 1}, table_b = {0};
     const int32_t* tables[] = {table_a.data(), table_b.data(), table_a.data()};
     const std::vector<int32_t> pos = {5, 2, 0};
@@ -345,12 +351,13 @@ TEST(Gather, KvStoreAndCopyBlocks) {
     p.pos = pos.data();
     p.tables = tables;
     p.n_tokens = 3;
+    p.head_dim = hd;
     backends().three->kv_store(p);
-    const int64_t slots[] = {1 * bs + 1, 0 * bs + 2, 3 * bs + 0};
+    const int64_t blocks[] = {1, 0, 3}, slots[] = {1, 2, 0};
     for (int t = 0; t < 3; ++t)
         for (int64_t i = 0; i < row; ++i) {
-            ASSERT_EQ(k_pool[size_t(slots[t] * row + i)], k[size_t(t * row + i)]);
-            ASSERT_EQ(v_pool[size_t(slots[t] * row + i)], v[size_t(t * row + i)]);
+            ASSERT_EQ(k_pool[pool_at(blocks[t], slots[t], i, row, bs, hd)], k[size_t(t * row + i)]);
+            ASSERT_EQ(v_pool[pool_at(blocks[t], slots[t], i, row, bs, hd)], v[size_t(t * row + i)]);
         }
     const std::vector<int32_t> released = {-1, 1};
     tables[2] = released.data();
@@ -372,10 +379,12 @@ TEST(Gather, KvStoreAndCopyBlocks) {
 }
 
 // kv_store of two tokens (positions 3 and 0 of the table {2, 0}; blocks of 2 slots,
-// rows of 8 values) by three threads into zeroed pools of element type E (KvType t):
-// every stored element must be round(value). Returns the K and V pools.
-constexpr int64_t kStoreRow = 8, kStoreBs = 2, kStoreBlocks = 3;
-constexpr int64_t kStoreSlots[] = {0 * kStoreBs + 1, 2 * kStoreBs + 0};  // of tokens 0 and 1
+// rows of 8 values, two heads of 4) by three threads into zeroed pools of element type E
+// (KvType t): every stored element must be round(value). Returns the K and V pools.
+constexpr int64_t kStoreRow = 8, kStoreBs = 2, kStoreBlocks = 3, kStoreHd = 4;
+constexpr int64_t kStoreBlock[] = {0, 2}, kStoreSlot[] = {1, 0};  // of tokens 0 and 1
+// Index of value i of token t's row in the pools of store_two_tokens.
+size_t stored_at(int t, int64_t i) { return pool_at(kStoreBlock[t], kStoreSlot[t], i, kStoreRow, kStoreBs, kStoreHd); }
 template <class E, class Round>
 std::pair<std::vector<E>, std::vector<E>> store_two_tokens(ops::KvType t, const std::vector<float>& k,
                                                            const std::vector<float>& v, Round round) {
@@ -394,11 +403,12 @@ std::pair<std::vector<E>, std::vector<E>> store_two_tokens(ops::KvType t, const 
     p.pos = pos.data();
     p.tables = tables;
     p.n_tokens = 2;
+    p.head_dim = kStoreHd;
     backends().three->kv_store(p);
     for (int t2 = 0; t2 < 2; ++t2)
         for (int64_t i = 0; i < kStoreRow; ++i) {
-            EXPECT_EQ(k_pool[size_t(kStoreSlots[t2] * kStoreRow + i)], round(k[size_t(t2 * kStoreRow + i)]));
-            EXPECT_EQ(v_pool[size_t(kStoreSlots[t2] * kStoreRow + i)], round(v[size_t(t2 * kStoreRow + i)]));
+            EXPECT_EQ(k_pool[stored_at(t2, i)], round(k[size_t(t2 * kStoreRow + i)]));
+            EXPECT_EQ(v_pool[stored_at(t2, i)], round(v[size_t(t2 * kStoreRow + i)]));
         }
     return {std::move(k_pool), std::move(v_pool)};
 }
@@ -428,11 +438,10 @@ TEST(Gather, KvStoreF16RoundsEachValue) {
     v[4] = 65519.0f;   // rounds down to the largest half, 65504
     v[5] = 1.00048828125f;  // 1 + 2^-11, halfway between 1 and the next half: to even (1.0)
     auto [k_pool, v_pool] = store_two_tokens<uint16_t>(ops::KvType::f16, k, v, quant::fp32_to_fp16);
-    const int64_t s0 = kStoreSlots[0];
-    EXPECT_EQ(k_pool[size_t(s0 * row + 1)], 0x7C00u);
-    EXPECT_EQ(k_pool[size_t(s0 * row + 3)], 0x8000u);
-    EXPECT_EQ(v_pool[size_t(s0 * row + 4)], 0x7BFFu);
-    EXPECT_EQ(v_pool[size_t(s0 * row + 5)], 0x3C00u);
+    EXPECT_EQ(k_pool[stored_at(0, 1)], 0x7C00u);
+    EXPECT_EQ(k_pool[stored_at(0, 3)], 0x8000u);
+    EXPECT_EQ(v_pool[stored_at(0, 4)], 0x7BFFu);
+    EXPECT_EQ(v_pool[stored_at(0, 5)], 0x3C00u);
 
     ops::CopyBlocksParams c;
     c.pool = k_pool.data();
@@ -455,18 +464,17 @@ TEST(Gather, KvStoreE4m3RoundsEachValue) {
     k[3] = -1e-9f;    // rounds to -0
     v[5] = 1.0625f;   // halfway between 1 and 1.125: to even (1.0)
     auto [k_pool, v_pool] = store_two_tokens<uint8_t>(ops::KvType::e4m3, k, v, quant::fp32_to_e4m3);
-    const int64_t s0 = kStoreSlots[0];
-    EXPECT_EQ(k_pool[size_t(s0 * row + 1)], 0x7Eu);
-    EXPECT_EQ(k_pool[size_t(s0 * row + 2)], 0x01u);
-    EXPECT_EQ(k_pool[size_t(s0 * row + 3)], 0x80u);
-    EXPECT_EQ(v_pool[size_t(s0 * row + 5)], 0x38u);
+    EXPECT_EQ(k_pool[stored_at(0, 1)], 0x7Eu);
+    EXPECT_EQ(k_pool[stored_at(0, 2)], 0x01u);
+    EXPECT_EQ(k_pool[stored_at(0, 3)], 0x80u);
+    EXPECT_EQ(v_pool[stored_at(0, 5)], 0x38u);
 }
 
 // An i8 cache: rows of 8 values as two heads of 4, each head's codes and scale as
 // quant::quantize_row_i8 gives them (a zero head: scale 0, zero codes); block copies
 // of the codes and of the scales move them unchanged.
 TEST(Gather, KvStoreI8StoresCodesAndAScalePerHead) {
-    constexpr int64_t hd = 4, heads = kStoreRow / hd;
+    constexpr int64_t hd = kStoreHd, heads = kStoreRow / hd;
     std::vector<float> k = randn(size_t(2 * kStoreRow), 9), v = randn(size_t(2 * kStoreRow), 10);
     for (int64_t i = 0; i < hd; ++i) v[size_t(kStoreRow + hd + i)] = 0.0f;  // token 1, head 1
     const std::vector<int32_t> table = {2, 0};
@@ -492,16 +500,17 @@ TEST(Gather, KvStoreI8StoresCodesAndAScalePerHead) {
     backends().three->kv_store(p);
     for (int t = 0; t < 2; ++t)
         for (int64_t h = 0; h < heads; ++h) {
-            const size_t r = size_t(kStoreSlots[t] * heads + h);
+            const size_t r = size_t(ops::kv_scale_index(kStoreBlock[t], kStoreSlot[t], h, kStoreBs, heads));
             for (int kv = 0; kv < 2; ++kv) {
                 const std::vector<float>& x = kv ? v : k;
                 int8_t want[hd];
                 const float d = quant::quantize_row_i8(x.data() + (t * kStoreRow + h * hd), want, hd);
                 EXPECT_EQ((kv ? v_scale : k_scale)[r], d) << t << " " << h;
-                for (int64_t i = 0; i < hd; ++i) EXPECT_EQ((kv ? v_pool : k_pool)[r * hd + size_t(i)], want[i]);
+                for (int64_t i = 0; i < hd; ++i)
+                    EXPECT_EQ((kv ? v_pool : k_pool)[stored_at(t, h * hd + i)], want[i]);
             }
         }
-    EXPECT_EQ(v_scale[size_t(kStoreSlots[1] * heads + 1)], 0.0f);
+    EXPECT_EQ(v_scale[size_t(ops::kv_scale_index(kStoreBlock[1], kStoreSlot[1], 1, kStoreBs, heads))], 0.0f);
     EXPECT_EQ(k_scale[0], -1.0f);  // an untouched row
 
     ops::CopyBlocksParams c;

@@ -77,23 +77,25 @@ HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h,
         const int64_t j0 = std::max(lo, b * p.block_size);
         const int64_t j1 = std::min(pos + 1, (b + 1) * p.block_size);
         // Slot s of physical block table[b] holds position b·block_size + s.
-        const int64_t base = static_cast<int64_t>(table[b]) * p.block_size * kv_row + kvh * d;
+        const int64_t base = ops::kv_pool_index(table[b], 0, kvh, p.block_size, kv_row, d);
+        const int64_t stride = ops::kv_slot_stride(kv_row, d);  // values from slot to slot
         const KV* k = static_cast<const KV*>(p.k_pool) + base;
         const KV* v = static_cast<const KV*>(p.v_pool) + base;
         const int64_t first = b * p.block_size;
-        // Row scales of i8 pools: row (slot, kvh) of this block at rs + slot · n_kv_heads.
+        // Row scales of i8 pools: row (slot, kvh) of this block at rs + slot · scale stride.
         constexpr bool kScaled = std::is_same_v<KV, int8_t>;
-        const int64_t rs = (static_cast<int64_t>(table[b]) * p.block_size) * p.n_kv_heads + kvh;
+        const int64_t rs = ops::kv_scale_index(table[b], 0, kvh, p.block_size, p.n_kv_heads);
+        const int64_t rs_stride = ops::kv_scale_stride(p.n_kv_heads);
         auto row_scale = [&](const float* sc, int64_t j) {
             if constexpr (kScaled)
-                return sc[rs + (j - first) * p.n_kv_heads];
+                return sc[rs + (j - first) * rs_stride];
             else
                 return 1.0f;
         };
 
         float bm = -std::numeric_limits<float>::infinity();
         for (int64_t j = j0; j < j1; ++j) {
-            float s = p.scale * dot_f32(q, k + (j - first) * kv_row, d);
+            float s = p.scale * dot_f32(q, k + (j - first) * stride, d);
             if constexpr (kScaled) s *= row_scale(p.k_scale, j);
             scores[j - j0] = s;
             bm = std::max(bm, s);
@@ -107,7 +109,7 @@ HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h,
         for (int64_t j = j0; j < j1; ++j) {
             const float e = std::exp(scores[j - j0] - m);
             l += e;
-            axpy_f32(acc, kScaled ? e * row_scale(p.v_scale, j) : e, v + (j - first) * kv_row, d);
+            axpy_f32(acc, kScaled ? e * row_scale(p.v_scale, j) : e, v + (j - first) * stride, d);
         }
     }
     float* out = p.out + (t * p.n_heads + h) * d;

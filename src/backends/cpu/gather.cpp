@@ -52,31 +52,35 @@ void scatter_add(Context& c, const ops::ScatterAddParams& p) {
 }
 
 // One row of values into a pool row of type t: the quantizer's F32 row (a copy) or
-// F16 row (ggml's round to nearest even), E4M3 codes (quant::fp32_to_e4m3), or i8
-// codes with a scale per head_dim values (quant::quantize_rows_i8) into scale.
-static void store_kv_row(const float* src, void* pool, float* scale, int64_t slot, const ops::KvStoreParams& p) {
-    const int64_t row = p.row;
+// F16 rows (ggml's round to nearest even), E4M3 codes (quant::fp32_to_e4m3), or i8
+// codes with a scale per head_dim values (quant::quantize_rows_i8) into scale: one
+// position's row of every KV head, each head's at its place in the block (ops/attention.h).
+static void store_kv_row(const float* src, void* pool, float* scale, int64_t block, int64_t s,
+                         const ops::KvStoreParams& p) {
     const ops::KvType t = p.kv_type;
-    uint8_t* dst = static_cast<uint8_t*>(pool) + slot * row * ops::kv_type_bytes(t);
-    if (t == ops::KvType::e4m3) {
-        for (int64_t i = 0; i < row; ++i) dst[i] = quant::fp32_to_e4m3(src[i]);
-        return;
+    const int64_t hd = p.head_dim, heads = p.row / hd, bytes = ops::kv_type_bytes(t);
+    for (int64_t h = 0; h < heads; ++h) {
+        const float* x = src + h * hd;
+        uint8_t* dst = static_cast<uint8_t*>(pool) +
+                       ops::kv_pool_index(block, s, h, p.block_size, p.row, hd) * bytes;
+        if (t == ops::KvType::e4m3) {
+            for (int64_t i = 0; i < hd; ++i) dst[i] = quant::fp32_to_e4m3(x[i]);
+        } else if (t == ops::KvType::i8) {
+            quant::quantize_rows_i8(x, reinterpret_cast<int8_t*>(dst),
+                                    scale + ops::kv_scale_index(block, s, h, p.block_size, heads), 1, hd);
+        } else {
+            const GgmlType type = t == ops::KvType::f16 ? GgmlType::F16 : GgmlType::F32;
+            quant::quantize(type, x, dst, 1, hd, nullptr);
+        }
     }
-    if (t == ops::KvType::i8) {
-        const int64_t heads = row / p.head_dim;
-        quant::quantize_rows_i8(src, reinterpret_cast<int8_t*>(dst), scale + slot * heads, heads, p.head_dim);
-        return;
-    }
-    const GgmlType type = t == ops::KvType::f16 ? GgmlType::F16 : GgmlType::F32;
-    quant::quantize(type, src, dst, 1, row, nullptr);
 }
 
 void kv_store(Context& c, const ops::KvStoreParams& p) {
     if (p.n_tokens == 0) return;
     HF2Q_ASSERT(p.n_tokens > 0 && p.row > 0 && p.block_size > 0);
     HF2Q_ASSERT(p.k && p.v && p.k_pool && p.v_pool && p.pos && p.tables);
-    if (ops::kv_type_scaled(p.kv_type))
-        HF2Q_ASSERT(p.head_dim > 0 && p.row % p.head_dim == 0 && p.k_scale && p.v_scale);
+    HF2Q_ASSERT(p.head_dim > 0 && p.row % p.head_dim == 0);
+    if (ops::kv_type_scaled(p.kv_type)) HF2Q_ASSERT(p.k_scale && p.v_scale);
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         if (p.pos[t] < 0 || p.tables[t] == nullptr || p.tables[t][p.pos[t] / p.block_size] < 0)
             fail("internal error: kv_store: token ", t, " at position ", p.pos[t],
@@ -85,12 +89,9 @@ void kv_store(Context& c, const ops::KvStoreParams& p) {
     c.pool.parallel_for(
         p.n_tokens, std::max<int64_t>(1, kCopyGrain / p.row), [&](int64_t t0, int64_t t1, int) {
             for (int64_t t = t0; t < t1; ++t) {
-                const int64_t pos = p.pos[t];
-                const int64_t slot =
-                    static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size +
-                    pos % p.block_size;
-                store_kv_row(p.k + t * p.row, p.k_pool, p.k_scale, slot, p);
-                store_kv_row(p.v + t * p.row, p.v_pool, p.v_scale, slot, p);
+                const int64_t pos = p.pos[t], block = p.tables[t][pos / p.block_size];
+                store_kv_row(p.k + t * p.row, p.k_pool, p.k_scale, block, pos % p.block_size, p);
+                store_kv_row(p.v + t * p.row, p.v_pool, p.v_scale, block, pos % p.block_size, p);
             }
         });
 }

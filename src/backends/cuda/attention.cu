@@ -65,15 +65,16 @@ __global__ void attention_generic_kernel(ops::AttentionParams p) {
     }
     float m = -FLT_MAX, l = 0.0f;
     for (int32_t j = lo + warp; j <= pos; j += kWarps) {
-        const int64_t slot =
-            static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
-        const KV* k = static_cast<const KV*>(p.k_pool) + slot * row + kvh * hd;
-        const KV* v = static_cast<const KV*>(p.v_pool) + slot * row + kvh * hd;
+        const int64_t block = table[j / p.block_size], slot = j % p.block_size;
+        const int64_t at = ops::kv_pool_index(block, slot, kvh, p.block_size, row, hd);
+        const KV* k = static_cast<const KV*>(p.k_pool) + at;
+        const KV* v = static_cast<const KV*>(p.v_pool) + at;
         // i8 pools: the row's scales go on the score and on the softmax weight.
         float ks = 1.0f, vs = 1.0f;
         if constexpr (kv_scaled<KV>) {
-            ks = p.k_scale[slot * p.n_kv_heads + kvh];
-            vs = p.v_scale[slot * p.n_kv_heads + kvh];
+            const int64_t r = ops::kv_scale_index(block, slot, kvh, p.block_size, p.n_kv_heads);
+            ks = p.k_scale[r];
+            vs = p.v_scale[r];
         }
         float dot = 0.0f;
 #pragma unroll

@@ -364,7 +364,7 @@ __device__ __forceinline__ void split_item(const ops::AttentionParams& p, int64_
     auto key_offset = [&](int c, int r) -> int64_t {
         const int32_t j = lo + c * CK + r;
         if (c >= c_end || j > pos) return -1;
-        return (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * kv_row + kvh * D;
+        return ops::kv_pool_index(table[j / bs], j % bs, kvh, bs, kv_row, D);
     };
     // Copies 16-byte piece u (row u / (D / VEC)) of the chunk whose offsets are in koff
     // slot b into buffer b; keys past pos become zeros.
@@ -793,7 +793,7 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
     auto tile_offset = [&](int j) -> int64_t {
         const int32_t key = k_lo + j * TK + lane % TK;
         if (j >= n_tiles || key > k_hi) return -1;
-        return (static_cast<int64_t>(table[key / bs]) * bs + key % bs) * kv_row + kvh * D;
+        return ops::kv_pool_index(table[key / bs], key % bs, kvh, bs, kv_row, D);
     };
     // The same in two steps for HF2Q_SPLIT_WARP_LOOKUP_AHEAD: the block-table entry of that key
     // (−1 where tile_offset gives −1; visible keys never lie in released blocks), then the offset.
@@ -803,7 +803,7 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
     };
     auto block_offset = [&](int j, int32_t blk) -> int64_t {
         const int32_t key = k_lo + j * TK + lane % TK;
-        return blk < 0 ? -1 : (static_cast<int64_t>(blk) * bs + key % bs) * kv_row + kvh * D;
+        return blk < 0 ? -1 : ops::kv_pool_index(blk, key % bs, kvh, bs, kv_row, D);
     };
     // The row scales of the i8 pools (E4M3 codes are values: 1).
     auto row_scale = [&](const float* sc, int64_t off) -> float {

@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int kt0 = lo_min / BN, kt1 = p_last / BN;
         auto key_offset = [&](int32_t j) -> int64_t {
             if (j < lo_min || j > p_last) return -1;
-            return (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * kv_row + kvh * D;
+            return ops::kv_pool_index(table[j / bs], j % bs, kvh, bs, kv_row, D);
         };
 
         __syncthreads();  // the previous run no longer reads rowoff or the tiles

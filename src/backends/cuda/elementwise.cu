@@ -444,8 +444,8 @@ __global__ void attention_inputs_kernel(ops::AttentionInputsParams p) {
         const int64_t row = is_k ? b - nq : b - nq - nk;  // token · n_kv_heads + head
         t = row / p.n_kv_heads;
         const int32_t pos = p.pos[t];
-        const int64_t slot = static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size + pos % p.block_size;
-        const int64_t at = slot * p.n_kv_heads * D + (row % p.n_kv_heads) * D;
+        const int64_t at = ops::kv_pool_index(p.tables[t][pos / p.block_size], pos % p.block_size, row % p.n_kv_heads,
+                                              p.block_size, p.n_kv_heads * D, D);
         const float* kv_src = p.q_src ? (is_k || p.v_from_k ? p.k_src : p.v_src) : (is_k || p.v_from_k ? p.k : p.v);
         src = p.q_src ? kv_src + t * p.src_stride + (row % p.n_kv_heads) * D : kv_src + row * D;
         pool_dst = static_cast<KV*>(is_k ? p.k_pool : p.v_pool) + at;

@@ -40,9 +40,11 @@ __global__ void kv_store_kernel(ops::KvStoreParams p) {
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         const int64_t t = idx / p.row, j = idx % p.row;
         const int32_t pos = p.pos[t];
-        const int64_t slot = static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size + pos % p.block_size;
-        kp[slot * p.row + j] = to_kv<KV>(p.k[idx]);
-        vp[slot * p.row + j] = to_kv<KV>(p.v[idx]);
+        const int64_t at = ops::kv_pool_index(p.tables[t][pos / p.block_size], pos % p.block_size, j / p.head_dim,
+                                              p.block_size, p.row, p.head_dim) +
+                           j % p.head_dim;
+        kp[at] = to_kv<KV>(p.k[idx]);
+        vp[at] = to_kv<KV>(p.v[idx]);
     }
 }
 
@@ -56,16 +58,18 @@ __global__ void kv_store_i8_kernel(ops::KvStoreParams p) {
          r += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
         const int64_t t = r / heads, h = r % heads;
         const int32_t pos = p.pos[t];
-        const int64_t slot = static_cast<int64_t>(p.tables[t][pos / p.block_size]) * p.block_size + pos % p.block_size;
+        const int64_t block = p.tables[t][pos / p.block_size], s = pos % p.block_size;
+        const int64_t at = ops::kv_pool_index(block, s, h, p.block_size, p.row, p.head_dim);
         for (int kv = 0; kv < 2; ++kv) {
             const float* x = (kv == 0 ? p.k : p.v) + t * p.row + h * p.head_dim;
-            kv_i8* dst = static_cast<kv_i8*>(kv == 0 ? p.k_pool : p.v_pool) + slot * p.row + h * p.head_dim;
+            kv_i8* dst = static_cast<kv_i8*>(kv == 0 ? p.k_pool : p.v_pool) + at;
             float amax = 0.0f;
             for (int64_t i = lane; i < p.head_dim; i += 32) amax = fmaxf(amax, fabsf(x[i]));
             for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
             const float2 d = i8_scale(amax);
             for (int64_t i = lane; i < p.head_dim; i += 32) dst[i] = static_cast<kv_i8>(i8_code(x[i], d.y));
-            if (lane == 0) (kv == 0 ? p.k_scale : p.v_scale)[slot * heads + h] = d.x;
+            if (lane == 0)
+                (kv == 0 ? p.k_scale : p.v_scale)[ops::kv_scale_index(block, s, h, p.block_size, heads)] = d.x;
         }
     }
 }
@@ -119,8 +123,9 @@ void launch_scatter_add(const ops::ScatterAddParams& p, cudaStream_t s) {
 
 void launch_kv_store(const ops::KvStoreParams& p, cudaStream_t s) {
     if (p.n_tokens * p.row <= 0) return;
+    HF2Q_ASSERT(p.head_dim > 0 && p.row % p.head_dim == 0);
     if (ops::kv_type_scaled(p.kv_type)) {
-        HF2Q_ASSERT(p.head_dim > 0 && p.row % p.head_dim == 0 && p.k_scale && p.v_scale);
+        HF2Q_ASSERT(p.k_scale && p.v_scale);
         launch(kv_store_i8_kernel, grid_1d(p.n_tokens * (p.row / p.head_dim) * 32, 256), 256, 0, s, p);
     } else {
         dispatch_kv(p.kv_type, [&]<class KV>() {
