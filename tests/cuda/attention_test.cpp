@@ -136,10 +136,11 @@ KvSetup build(const Case& c, std::mt19937& rng) {
         std::vector<int32_t> table(static_cast<size_t>(nb));
         for (int64_t b = 0; b < nb; ++b) table[static_cast<size_t>(b)] = ids[next++];
         for (int64_t j = lo; j < q.ctx; ++j) {
-            const int64_t slot = table[static_cast<size_t>(j / bs)] * bs + j % bs;
-            for (int64_t i = 0; i < s.kv_row; ++i) {
-                s.k_pool[static_cast<size_t>(slot * s.kv_row + i)] = fill(sd);
-                s.v_pool[static_cast<size_t>(slot * s.kv_row + i)] = fill(1.0f);
+            const int64_t block = table[static_cast<size_t>(j / bs)];
+            for (int64_t i = 0; i < s.kv_row; ++i) {  // value i % D of KV head i / D
+                const auto at = static_cast<size_t>(ops::kv_pool_index(block, j % bs, i / D, bs, s.kv_row, D) + i % D);
+                s.k_pool[at] = fill(sd);
+                s.v_pool[at] = fill(1.0f);
             }
         }
         if (c.release)

@@ -84,11 +84,12 @@ KvSetup build(const Scenario& s, uint32_t seed) {
     for (const Seq& q : s.seqs) {
         std::vector<int32_t> table(size_t((q.len + bs - 1) / bs));
         for (auto& id : table) id = phys[next++];
+        const int64_t d = s.head_dim;
         for (int64_t j = 0; j < q.len; ++j) {
-            const size_t row = size_t((table[size_t(j / bs)] * bs + j % bs) * u.kv_row);
-            for (int64_t i = 0; i < u.kv_row; ++i) {
-                u.k_pool[row + size_t(i)] = nd(rng);
-                u.v_pool[row + size_t(i)] = nd(rng);
+            for (int64_t i = 0; i < u.kv_row; ++i) {  // value i % d of KV head i / d
+                const size_t at = size_t(ops::kv_pool_index(table[size_t(j / bs)], j % bs, i / d, bs, u.kv_row, d) + i % d);
+                u.k_pool[at] = nd(rng);
+                u.v_pool[at] = nd(rng);
             }
         }
         // Sliding layers release blocks wholly below every query's window: poison them
