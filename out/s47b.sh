@@ -3,16 +3,16 @@
 # one KV head contiguous, [n_kv_heads][block_size][head_dim], and the i8 scales likewise) against
 # main built in the same call (build-gpu, kept if a warm machine already has it). Why: the
 # keys-by-warp kernel reads 256-byte runs of an i8 pool at 2 KiB strides; out/pool_probe.cu
-# measures the layouts alone. The variant's GPU suites first (attention, the KV stores and
-# attention inputs), then 64 sequences int8, fp8, int8 again and f16 alternating, then the
-# sanitizers on the variant if time is left (device minutes were short: one call for all).
+# measures the layouts alone (first, seconds). Then 64 sequences int8, fp8, f16 and int8 again
+# alternating, then the variant's GPU suites (attention, the KV stores and attention inputs) and
+# memcheck while time is left (device minutes were short: one call for all).
 #   mkdir -p $OUT && OUT=$OUT bash out/s47b.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 [ -f $OUT/probe.txt ] || { nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pool_probe out/pool_probe.cu &&
   /tmp/pool_probe | tee $OUT/probe.txt; }
 T="hf2q test_cuda_attention test_cuda_ops"
-if [ -x build-gpu/bin/hf2q ]; then more build-gpu $T & else variant build-gpu "" $T & fi
+if [ -x build-gpu/bin/hf2q ]; then more build-gpu hf2q & else variant build-gpu "" hf2q & fi
 ( cmake -S . -B build-hm -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON -DCMAKE_CXX_FLAGS=-DHF2Q_KV_HEAD_MAJOR=1 \
     -DCMAKE_CUDA_FLAGS=-DHF2Q_KV_HEAD_MAJOR=1 > /tmp/cfg-hm.log 2>&1 &&
     cmake --build build-hm -j16 --target $T > /tmp/build-hm.log 2>&1
@@ -22,16 +22,13 @@ if [ -x build-gpu/bin/hf2q ]; then more build-gpu $T & else variant build-gpu ""
     > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
 wait
 el built
-ok=()
-passes attention-hm 150 build-hm/bin/test_cuda_attention --gtest_filter='-*DISABLED*' &&
-  passes ops-hm 100 build-hm/bin/test_cuda_ops --gtest_filter='*KvStore*:*AttentionInputs*' && ok+=(build-hm)
-echo "benched: build-gpu ${ok[*]}"
-{ for c in int8 fp8 int8 f16; do
-    for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
+# Benches first (device minutes were short), then the variant's tests while time is left.
+{ for c in int8 fp8 f16 int8; do
+    for d in build-gpu build-hm; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
   done
 } 2>&1 | tee $OUT/bench.txt
 el benched
-sanitize 540 60 build-hm/bin/test_cuda_attention \
-  'Cache/CudaAttentionKv.DecodeWithEarlierKeysStored/i8:Cache/CudaAttentionKv.ManySequencesDecode/e4m3' 2>&1 |
-  tee $OUT/sanitizers.log
+before 500 && t attention-hm 120 build-hm/bin/test_cuda_attention --gtest_filter='-*DISABLED*'
+before 540 && t ops-hm 50 build-hm/bin/test_cuda_ops --gtest_filter='*KvStore*:*AttentionInputs*'
+before 540 && sanitize 560 40 build-hm/bin/test_cuda_attention 'Cache/CudaAttentionKv.DecodeWithEarlierKeysStored/i8'
 el done
