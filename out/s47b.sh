@@ -17,7 +17,7 @@ if [ -x build-gpu/bin/hf2q ]; then more build-gpu hf2q & else variant build-gpu 
     -DCMAKE_CUDA_FLAGS=-DHF2Q_KV_HEAD_MAJOR=1 > /tmp/cfg-hm.log 2>&1 &&
     cmake --build build-hm -j16 --target $T > /tmp/build-hm.log 2>&1
   echo "build-hm rc=$?"; grep -B2 -A10 " error" /tmp/build-hm.log | head -30 ) &
-[ -f /tmp/g26.gguf ] || ( sleep 1; while [ ! -x build-gpu/bin/hf2q ]; do sleep 5; done
+[ -f /tmp/g26.gguf ] || ( for i in $(seq 80); do [ -x build-gpu/bin/hf2q ] && break; sleep 5; done
   build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
     > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
 wait
