@@ -57,7 +57,8 @@ constexpr int64_t kv_row_bytes(KvType t, int64_t head_dim) {
 
 // Index of the first value of the row of KV head kvh at slot s of physical block `block`
 // (kv_row = n_kv_heads · head_dim values a position); an i8 pool's scale of that row is at
-// kv_scale_index(block, s, kvh, block_size, n_kv_heads).
+// kv_scale_index(block, s, kvh, block_size, n_kv_heads), which in either order is
+// kv_pool_index(...) / head_dim (the CUDA kernels find a row's scale so).
 constexpr int64_t kv_pool_index(int64_t block, int64_t s, int64_t kvh, int64_t block_size, int64_t kv_row,
                                 int64_t head_dim) {
 #if HF2Q_KV_HEAD_MAJOR

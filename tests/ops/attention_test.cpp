@@ -296,6 +296,33 @@ TEST(Attention, I8CacheIsTheRoundedF32CacheToRounding) {
     }
 }
 
+// The pool index (either block order, HF2Q_KV_HEAD_MAJOR): block b's rows fill exactly
+// [b·block_size·kv_row, (b + 1)·block_size·kv_row), each value once, and a row's scale index
+// is its first value's index over head_dim (what the CUDA kernels compute).
+TEST(Attention, PoolIndexCoversEachBlockOnce) {
+    const int64_t bs = 4, nkv = 3, d = 8, row = nkv * d;
+    for (int64_t b : {0, 1, 5}) {
+        std::vector<int> seen(size_t(bs * row), 0);
+        for (int64_t s = 0; s < bs; ++s)
+            for (int64_t h = 0; h < nkv; ++h) {
+                const int64_t at = ops::kv_pool_index(b, s, h, bs, row, d);
+                EXPECT_EQ(at % d, 0);
+                EXPECT_EQ(ops::kv_scale_index(b, s, h, bs, nkv), at / d);
+                for (int64_t i = 0; i < d; ++i) {
+                    const int64_t k = at + i - b * bs * row;
+                    ASSERT_TRUE(k >= 0 && k < bs * row) << b << " " << s << " " << h;
+                    ++seen[size_t(k)];
+                }
+                if (s + 1 < bs) {  // the next slot of the same head
+                    EXPECT_EQ(ops::kv_pool_index(b, s + 1, h, bs, row, d) - at, ops::kv_slot_stride(row, d));
+                    EXPECT_EQ(ops::kv_scale_index(b, s + 1, h, bs, nkv) - ops::kv_scale_index(b, s, h, bs, nkv),
+                              ops::kv_scale_stride(nkv));
+                }
+            }
+        for (int c : seen) ASSERT_EQ(c, 1);
+    }
+}
+
 TEST(Attention, ZeroTokensIsNoop) {
     std::vector<float> out(8, 2.0f);
     ops::AttentionParams p;
