@@ -74,6 +74,12 @@ constexpr int64_t kv_scale_index(int64_t block, int64_t s, int64_t kvh, int64_t 
     return (block * block_size + s) * n_kv_heads + kvh;
 #endif
 }
+// Index of value i (< kv_row: head i / head_dim, its value i % head_dim) of slot s of
+// physical block `block`: a position's K or V row as the projections give it, placed.
+constexpr int64_t kv_value_index(int64_t block, int64_t s, int64_t i, int64_t block_size, int64_t kv_row,
+                                 int64_t head_dim) {
+    return kv_pool_index(block, s, i / head_dim, block_size, kv_row, head_dim) + i % head_dim;
+}
 // Values from one position's row of a head to the next position's within a block.
 constexpr int64_t kv_slot_stride(int64_t kv_row, int64_t head_dim) { return HF2Q_KV_HEAD_MAJOR ? head_dim : kv_row; }
 // The same for the i8 scales.

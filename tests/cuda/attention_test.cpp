@@ -137,8 +137,8 @@ KvSetup build(const Case& c, std::mt19937& rng) {
         for (int64_t b = 0; b < nb; ++b) table[static_cast<size_t>(b)] = ids[next++];
         for (int64_t j = lo; j < q.ctx; ++j) {
             const int64_t block = table[static_cast<size_t>(j / bs)];
-            for (int64_t i = 0; i < s.kv_row; ++i) {  // value i % D of KV head i / D
-                const auto at = static_cast<size_t>(ops::kv_pool_index(block, j % bs, i / D, bs, s.kv_row, D) + i % D);
+            for (int64_t i = 0; i < s.kv_row; ++i) {
+                const auto at = static_cast<size_t>(ops::kv_value_index(block, j % bs, i, bs, s.kv_row, D));
                 s.k_pool[at] = fill(sd);
                 s.v_pool[at] = fill(1.0f);
             }

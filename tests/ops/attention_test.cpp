@@ -86,8 +86,8 @@ KvSetup build(const Scenario& s, uint32_t seed) {
         for (auto& id : table) id = phys[next++];
         const int64_t d = s.head_dim;
         for (int64_t j = 0; j < q.len; ++j) {
-            for (int64_t i = 0; i < u.kv_row; ++i) {  // value i % d of KV head i / d
-                const size_t at = size_t(ops::kv_pool_index(table[size_t(j / bs)], j % bs, i / d, bs, u.kv_row, d) + i % d);
+            for (int64_t i = 0; i < u.kv_row; ++i) {
+                const size_t at = size_t(ops::kv_value_index(table[size_t(j / bs)], j % bs, i, bs, u.kv_row, d));
                 u.k_pool[at] = nd(rng);
                 u.v_pool[at] = nd(rng);
             }

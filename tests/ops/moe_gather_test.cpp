@@ -328,12 +328,6 @@ TEST(Gather, GatherRowsAndScatterAddInOrder) {
     EXPECT_TRUE(bitwise_equal(got, ref));
 }
 
-// Index of value i of a stored (block, slot) row of `row` values, heads of hd values
-// (ops::kv_pool_index's layout).
-size_t pool_at(int64_t block, int64_t s, int64_t i, int64_t row, int64_t bs, int64_t hd) {
-    return size_t(ops::kv_pool_index(block, s, i / hd, bs, row, hd) + i % hd);
-}
-
 TEST(Gather, KvStoreAndCopyBlocks) {
     const int64_t row = 12, bs = 4, n_blocks = 5, hd = 4;  // three heads a row
     const std::vector<int32_t> table_a = {3, 1}, table_b = {0};
@@ -356,8 +350,9 @@ TEST(Gather, KvStoreAndCopyBlocks) {
     const int64_t blocks[] = {1, 0, 3}, slots[] = {1, 2, 0};
     for (int t = 0; t < 3; ++t)
         for (int64_t i = 0; i < row; ++i) {
-            ASSERT_EQ(k_pool[pool_at(blocks[t], slots[t], i, row, bs, hd)], k[size_t(t * row + i)]);
-            ASSERT_EQ(v_pool[pool_at(blocks[t], slots[t], i, row, bs, hd)], v[size_t(t * row + i)]);
+            const auto at = size_t(ops::kv_value_index(blocks[t], slots[t], i, bs, row, hd));
+            ASSERT_EQ(k_pool[at], k[size_t(t * row + i)]);
+            ASSERT_EQ(v_pool[at], v[size_t(t * row + i)]);
         }
     const std::vector<int32_t> released = {-1, 1};
     tables[2] = released.data();
@@ -384,7 +379,9 @@ TEST(Gather, KvStoreAndCopyBlocks) {
 constexpr int64_t kStoreRow = 8, kStoreBs = 2, kStoreBlocks = 3, kStoreHd = 4;
 constexpr int64_t kStoreBlock[] = {0, 2}, kStoreSlot[] = {1, 0};  // of tokens 0 and 1
 // Index of value i of token t's row in the pools of store_two_tokens.
-size_t stored_at(int t, int64_t i) { return pool_at(kStoreBlock[t], kStoreSlot[t], i, kStoreRow, kStoreBs, kStoreHd); }
+size_t stored_at(int t, int64_t i) {
+    return size_t(ops::kv_value_index(kStoreBlock[t], kStoreSlot[t], i, kStoreBs, kStoreRow, kStoreHd));
+}
 template <class E, class Round>
 std::pair<std::vector<E>, std::vector<E>> store_two_tokens(ops::KvType t, const std::vector<float>& k,
                                                            const std::vector<float>& v, Round round) {

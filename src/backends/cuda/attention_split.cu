@@ -789,21 +789,22 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         }
     }
 
-    // Pool offset of key r = lane % 16 of tile j, or −1 (past the split, or no tile j).
+    // Key r = lane % 16 of tile j.
+    auto tile_key = [&](int j) -> int32_t { return k_lo + j * TK + lane % TK; };
+    // Pool offset of that key, or −1 (past the split, or no tile j).
     auto tile_offset = [&](int j) -> int64_t {
-        const int32_t key = k_lo + j * TK + lane % TK;
+        const int32_t key = tile_key(j);
         if (j >= n_tiles || key > k_hi) return -1;
         return ops::kv_pool_index(table[key / bs], key % bs, kvh, bs, kv_row, D);
     };
     // The same in two steps for HF2Q_SPLIT_WARP_LOOKUP_AHEAD: the block-table entry of that key
     // (−1 where tile_offset gives −1; visible keys never lie in released blocks), then the offset.
     auto tile_block = [&](int j) -> int32_t {
-        const int32_t key = k_lo + j * TK + lane % TK;
+        const int32_t key = tile_key(j);
         return j >= n_tiles || key > k_hi ? -1 : table[key / bs];
     };
     auto block_offset = [&](int j, int32_t blk) -> int64_t {
-        const int32_t key = k_lo + j * TK + lane % TK;
-        return blk < 0 ? -1 : ops::kv_pool_index(blk, key % bs, kvh, bs, kv_row, D);
+        return blk < 0 ? -1 : ops::kv_pool_index(blk, tile_key(j) % bs, kvh, bs, kv_row, D);
     };
     // The row scales of the i8 pools (E4M3 codes are values: 1).
     auto row_scale = [&](const float* sc, int64_t off) -> float {

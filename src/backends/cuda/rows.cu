@@ -40,9 +40,8 @@ __global__ void kv_store_kernel(ops::KvStoreParams p) {
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         const int64_t t = idx / p.row, j = idx % p.row;
         const int32_t pos = p.pos[t];
-        const int64_t at = ops::kv_pool_index(p.tables[t][pos / p.block_size], pos % p.block_size, j / p.head_dim,
-                                              p.block_size, p.row, p.head_dim) +
-                           j % p.head_dim;
+        const int64_t block = p.tables[t][pos / p.block_size];
+        const int64_t at = ops::kv_value_index(block, pos % p.block_size, j, p.block_size, p.row, p.head_dim);
         kp[at] = to_kv<KV>(p.k[idx]);
         vp[at] = to_kv<KV>(p.v[idx]);
     }
