@@ -17,11 +17,22 @@ b() {  # b DIR ARGS...: one bench line of DIR/bin/hf2q on /tmp/g26.gguf (the tok
     grep -E '^\| gemma' | cut -d'|' -f6-7 | tr '\n' ' ')"
 }
 variant() {  # variant DIR CUDA_FLAGS TARGETS...: a Release CUDA build of this tree in DIR, its verdict
-  local dir=$1 fl=$2 n
-  n=$(basename "$dir")
+  local dir=$1 fl=$2
   shift 2
-  ( cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON "-DCMAKE_CUDA_FLAGS=$fl" \
-      > /tmp/cfg-$n.log 2>&1 && cmake --build "$dir" -j16 --target "$@" > /tmp/build-$n.log 2>&1
+  build_tree "$dir" "" "$fl" "$@"
+}
+variant_all() {  # variant_all DIR DEFS TARGETS...: the same with DEFS for C++ and CUDA alike (a layout
+                 # both backends must agree on, as HF2Q_KV_HEAD_MAJOR)
+  local dir=$1 fl=$2
+  shift 2
+  build_tree "$dir" "$fl" "$fl" "$@"
+}
+build_tree() {  # build_tree DIR CXX_FLAGS CUDA_FLAGS TARGETS...: what variant and variant_all run
+  local dir=$1 cxx=$2 fl=$3 n
+  n=$(basename "$dir")
+  shift 3
+  ( cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON "-DCMAKE_CXX_FLAGS=$cxx" \
+      "-DCMAKE_CUDA_FLAGS=$fl" > /tmp/cfg-$n.log 2>&1 && cmake --build "$dir" -j16 --target "$@" > /tmp/build-$n.log 2>&1
     echo "$dir rc=$?"; grep -B2 -A10 " error" /tmp/build-$n.log | head -30 )
 }
 passes() {  # passes NAME TIMEOUT BIN ARGS...: t, then whether every test it ran passed
@@ -44,5 +55,45 @@ sanitize() {  # sanitize UNTIL TIMEOUT BIN FILTER: memcheck, then racecheck, of 
     timeout $to compute-sanitizer --tool $tool --error-exitcode 1 $bin --gtest_filter="$filter" > /tmp/$tool.log 2>&1
     echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/$tool.log | tail -1
   done
+}
+warp_ab() {  # warp_ab NAME CUDA_FLAGS: the keys-by-warp kernel's A/B (sessions 46-47): main (build-gpu)
+            # and the variant (build-NAME) built in one call; the 8-bit attention tests and the
+            # sanitizers on the variant; ncu's duration, DRAM rate and excess sectors for both
+            # (DISABLED_Perf's 64-sequence i8 case); then the 64-sequence int8/fp8 rows alternating
+            # twice and 8 sequences int8, of main and of the variant if its tests passed
+  local v=build-$1 fl=$2 d
+  variant build-gpu "" hf2q test_cuda_attention &
+  variant $v "$fl" hf2q test_cuda_attention &
+  wait
+  el built
+  ( build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
+      > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
+  local ok=()
+  passes attention-$1 150 $v/bin/test_cuda_attention \
+    --gtest_filter='Cache/*/i8:Cache/*/e4m3:*SplitPlan*:-*DISABLED*' && ok+=($v)
+  sanitize 250 100 $v/bin/test_cuda_attention \
+    'Cache/CudaAttentionKv.DecodeWithEarlierKeysStored/i8:Cache/CudaAttentionKv.ManySequencesDecode/e4m3' 2>&1 |
+    tee $OUT/sanitizers.log
+  local K='regex:attention_split_warps_kernel.*256'
+  for d in build-gpu $v; do
+    timeout 100 ncu --section SpeedOfLight --section SourceCounters --kernel-name-base demangled --kernel-name "$K" \
+      --launch-skip 20 --launch-count 1 $d/bin/test_cuda_attention --gtest_also_run_disabled_tests \
+      --gtest_filter="Cache/CudaAttentionKv.DISABLED_Perf/i8" > $OUT/ncu-$d.txt 2>&1
+    echo "ncu $d rc=$?"; grep -E "  Duration|DRAM Throughput|excessive sectors|excessive wavefronts" -A1 $OUT/ncu-$d.txt | head -12
+  done
+  echo "benched: build-gpu ${ok[*]}"
+  wait
+  el tested
+  { for i in 1 2; do
+      for c in int8 fp8; do
+        for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
+      done
+    done
+    for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 8 -d 1024 -r 2 -ub 4096 --cache-type int8; done
+  } 2>&1 | tee $OUT/bench.txt
+  el done
+}
+pool_probe() {  # pool_probe: out/pool_probe.cu (the KV pool layouts' read rate alone, seconds) into probe.txt
+  nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pool_probe out/pool_probe.cu && /tmp/pool_probe | tee $OUT/probe.txt
 }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader

@@ -7,33 +7,4 @@
 #   mkdir -p $OUT && OUT=$OUT bash out/s46i.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
-variant build-gpu "" hf2q test_cuda_attention &
-variant build-cp "-DHF2Q_SPLIT_WARP_COPY_PLAIN=1" hf2q test_cuda_attention &
-wait
-el built
-( build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
-    > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
-ok=()
-passes attention-cp 150 build-cp/bin/test_cuda_attention \
-  --gtest_filter='Cache/*/i8:Cache/*/e4m3:*SplitPlan*:-*DISABLED*' && ok+=(build-cp)
-sanitize 250 100 build-cp/bin/test_cuda_attention \
-  'Cache/CudaAttentionKv.DecodeWithEarlierKeysStored/i8:Cache/CudaAttentionKv.ManySequencesDecode/e4m3' 2>&1 |
-  tee $OUT/sanitizers.log
-K='regex:attention_split_warps_kernel.*256'
-for d in build-gpu build-cp; do
-  timeout 100 ncu --section SpeedOfLight --section SourceCounters --kernel-name-base demangled --kernel-name "$K" \
-    --launch-skip 20 --launch-count 1 $d/bin/test_cuda_attention --gtest_also_run_disabled_tests \
-    --gtest_filter="Cache/CudaAttentionKv.DISABLED_Perf/i8" > $OUT/ncu-$d.txt 2>&1
-  echo "ncu $d rc=$?"; grep -E "  Duration|DRAM Throughput|excessive sectors|excessive wavefronts" -A1 $OUT/ncu-$d.txt | head -12
-done
-echo "benched: build-gpu ${ok[*]}"
-wait
-el tested
-{ for i in 1 2; do
-    for c in int8 fp8; do
-      for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
-    done
-  done
-  for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 8 -d 1024 -r 2 -ub 4096 --cache-type int8; done
-} 2>&1 | tee $OUT/bench.txt
-el done
+warp_ab cp "-DHF2Q_SPLIT_WARP_COPY_PLAIN=1"

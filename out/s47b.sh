@@ -9,14 +9,10 @@
 #   mkdir -p $OUT && OUT=$OUT bash out/s47b.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
-[ -f $OUT/probe.txt ] || { nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pool_probe out/pool_probe.cu &&
-  /tmp/pool_probe | tee $OUT/probe.txt; }
+[ -f $OUT/probe.txt ] || pool_probe
 T="hf2q test_cuda_attention test_cuda_ops"
 if [ -x build-gpu/bin/hf2q ]; then more build-gpu hf2q & else variant build-gpu "" hf2q & fi
-( cmake -S . -B build-hm -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON -DCMAKE_CXX_FLAGS=-DHF2Q_KV_HEAD_MAJOR=1 \
-    -DCMAKE_CUDA_FLAGS=-DHF2Q_KV_HEAD_MAJOR=1 > /tmp/cfg-hm.log 2>&1 &&
-    cmake --build build-hm -j16 --target $T > /tmp/build-hm.log 2>&1
-  echo "build-hm rc=$?"; grep -B2 -A10 " error" /tmp/build-hm.log | head -30 ) &
+variant_all build-hm -DHF2Q_KV_HEAD_MAJOR=1 $T &
 [ -f /tmp/g26.gguf ] || ( for i in $(seq 80); do [ -x build-gpu/bin/hf2q ] && break; sleep 5; done
   build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
     > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &

@@ -7,13 +7,10 @@
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 L=${LIMIT:-420}
-nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pool_probe out/pool_probe.cu && /tmp/pool_probe | tee $OUT/probe.txt
+pool_probe
 el probed
 variant build-gpu "" hf2q &
-( cmake -S . -B build-hm -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON -DCMAKE_CXX_FLAGS=-DHF2Q_KV_HEAD_MAJOR=1 \
-    -DCMAKE_CUDA_FLAGS=-DHF2Q_KV_HEAD_MAJOR=1 > /tmp/cfg-hm.log 2>&1 &&
-    cmake --build build-hm -j16 --target hf2q > /tmp/build-hm.log 2>&1
-  echo "build-hm rc=$?"; grep -B2 -A10 " error" /tmp/build-hm.log | head -30 ) &
+variant_all build-hm -DHF2Q_KV_HEAD_MAJOR=1 hf2q &
 ( for i in $(seq 80); do [ -x build-gpu/bin/hf2q ] && break; sleep 5; done
   build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
     > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
