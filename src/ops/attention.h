@@ -45,34 +45,25 @@ constexpr int64_t kv_row_bytes(KvType t, int64_t head_dim) {
     return head_dim * kv_type_bytes(t) + (kv_type_scaled(t) ? 4 : 0);
 }
 
-// The order of a block's rows (a compile definition for the A/B of session 47; one layout
-// on every backend, since pools cross backends only in tests). 0 (default, the layout
-// above): a block is [block_size][n_kv_heads][head_dim], so one head's rows are head_dim
-// values apart by n_kv_heads · head_dim (256-byte runs for an i8 pool at head size 256).
-// 1: [n_kv_heads][block_size][head_dim], one head's block_size rows contiguous (4 KiB
-// for i8), and the i8 scales [n_blocks][n_kv_heads][block_size] likewise.
-#ifndef HF2Q_KV_HEAD_MAJOR
-#define HF2Q_KV_HEAD_MAJOR 0
-#endif
+// Where a block's rows lie: [block_size][n_kv_heads][head_dim], so one head's rows are
+// n_kv_heads · head_dim values apart (256-byte runs for an i8 pool at head size 256), and
+// the i8 scales [n_blocks][block_size][n_kv_heads]. Every kernel and test finds rows
+// through these functions, so the order is stated once. Session 48 measured the
+// head-major order ([n_kv_heads][block_size][head_dim], one head's rows contiguous) on an
+// H100 and it gave nothing: the warp kernel's memory pipeline alone 95.5 -> 96.7 us, a
+// 64-sequence step int8 5,151 -> 5,162, fp8 5,197 -> 5,195, f16 4,316 -> 4,285 tokens/s
+// (docs/performance.md).
 
 // Index of the first value of the row of KV head kvh at slot s of physical block `block`
 // (kv_row = n_kv_heads · head_dim values a position); an i8 pool's scale of that row is at
-// kv_scale_index(block, s, kvh, block_size, n_kv_heads), which in either order is
-// kv_pool_index(...) / head_dim (the CUDA kernels find a row's scale so).
+// kv_scale_index(block, s, kvh, block_size, n_kv_heads) = kv_pool_index(...) / head_dim
+// (the CUDA kernels find a row's scale so).
 constexpr int64_t kv_pool_index(int64_t block, int64_t s, int64_t kvh, int64_t block_size, int64_t kv_row,
                                 int64_t head_dim) {
-#if HF2Q_KV_HEAD_MAJOR
-    return (block * kv_row + kvh * head_dim) * block_size + s * head_dim;
-#else
     return (block * block_size + s) * kv_row + kvh * head_dim;
-#endif
 }
 constexpr int64_t kv_scale_index(int64_t block, int64_t s, int64_t kvh, int64_t block_size, int64_t n_kv_heads) {
-#if HF2Q_KV_HEAD_MAJOR
-    return (block * n_kv_heads + kvh) * block_size + s;
-#else
     return (block * block_size + s) * n_kv_heads + kvh;
-#endif
 }
 // Index of value i (< kv_row: head i / head_dim, its value i % head_dim) of slot s of
 // physical block `block`: a position's K or V row as the projections give it, placed.
@@ -80,10 +71,6 @@ constexpr int64_t kv_value_index(int64_t block, int64_t s, int64_t i, int64_t bl
                                  int64_t head_dim) {
     return kv_pool_index(block, s, i / head_dim, block_size, kv_row, head_dim) + i % head_dim;
 }
-// Values from one position's row of a head to the next position's within a block.
-constexpr int64_t kv_slot_stride(int64_t kv_row, int64_t head_dim) { return HF2Q_KV_HEAD_MAJOR ? head_dim : kv_row; }
-// The same for the i8 scales.
-constexpr int64_t kv_scale_stride(int64_t n_kv_heads) { return HF2Q_KV_HEAD_MAJOR ? 1 : n_kv_heads; }
 
 struct AttentionParams {
     const float* q = nullptr;     // [n_tokens][n_heads][head_dim]

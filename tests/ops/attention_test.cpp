@@ -296,9 +296,10 @@ TEST(Attention, I8CacheIsTheRoundedF32CacheToRounding) {
     }
 }
 
-// The pool index (either block order, HF2Q_KV_HEAD_MAJOR): block b's rows fill exactly
+// The pool index: block b's rows fill exactly
 // [b·block_size·kv_row, (b + 1)·block_size·kv_row), each value once, and a row's scale index
-// is its first value's index over head_dim (what the CUDA kernels compute).
+// is its first value's index over head_dim (what the CUDA kernels compute); a head's next
+// slot is kv_row values on, its scale n_kv_heads on (what the CPU kernel steps by).
 TEST(Attention, PoolIndexCoversEachBlockOnce) {
     const int64_t bs = 4, nkv = 3, d = 8, row = nkv * d;
     for (int64_t b : {0, 1, 5}) {
@@ -314,9 +315,9 @@ TEST(Attention, PoolIndexCoversEachBlockOnce) {
                     ++seen[size_t(k)];
                 }
                 if (s + 1 < bs) {  // the next slot of the same head
-                    EXPECT_EQ(ops::kv_pool_index(b, s + 1, h, bs, row, d) - at, ops::kv_slot_stride(row, d));
+                    EXPECT_EQ(ops::kv_pool_index(b, s + 1, h, bs, row, d) - at, row);
                     EXPECT_EQ(ops::kv_scale_index(b, s + 1, h, bs, nkv) - ops::kv_scale_index(b, s, h, bs, nkv),
-                              ops::kv_scale_stride(nkv));
+                              nkv);
                 }
             }
         for (int c : seen) ASSERT_EQ(c, 1);

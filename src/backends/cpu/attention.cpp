@@ -78,14 +78,14 @@ HF2Q_CPU_CLONES void attend(const ops::AttentionParams& p, int64_t t, int64_t h,
         const int64_t j1 = std::min(pos + 1, (b + 1) * p.block_size);
         // Slot s of physical block table[b] holds position b·block_size + s.
         const int64_t base = ops::kv_pool_index(table[b], 0, kvh, p.block_size, kv_row, d);
-        const int64_t stride = ops::kv_slot_stride(kv_row, d);  // values from slot to slot
+        const int64_t stride = kv_row;  // values from slot to slot (ops/attention.h's order)
         const KV* k = static_cast<const KV*>(p.k_pool) + base;
         const KV* v = static_cast<const KV*>(p.v_pool) + base;
         const int64_t first = b * p.block_size;
         // Row scales of i8 pools: row (slot, kvh) of this block at rs + slot · scale stride.
         constexpr bool kScaled = std::is_same_v<KV, int8_t>;
         const int64_t rs = ops::kv_scale_index(table[b], 0, kvh, p.block_size, p.n_kv_heads);
-        const int64_t rs_stride = ops::kv_scale_stride(p.n_kv_heads);
+        const int64_t rs_stride = p.n_kv_heads;
         auto row_scale = [&](const float* sc, int64_t j) {
             if constexpr (kScaled)
                 return sc[rs + (j - first) * rs_stride];

@@ -731,15 +731,6 @@ struct WarpShape {
     static constexpr size_t kWarpBytes = size_t{kStages} * 2 * kTile * kLd;  // K and V of every stage
 };
 
-// Whether the warp kernel reads a tile's block-table entries an iteration before it computes
-// the tile's pool offsets and row scales from them. Why: ncu's stall sampling (session 46,
-// H100, the i8 64-sequence case) put 15 % of the warps' stalls on the first use of that
-// table load, five instructions after it in the same iteration. 0 (default) reads and uses it
-// in one iteration; 1 for the A/B (out/s47a.sh), not yet run on a GPU.
-#ifndef HF2Q_SPLIT_WARP_LOOKUP_AHEAD
-#define HF2Q_SPLIT_WARP_LOOKUP_AHEAD 0
-#endif
-
 // Four warps' stages, then each warp's (m, l) of the block's heads. After the key loop the
 // stages hold the warps' scaled accumulators [4][HB][D] and the merged rows [HB][D] (floats).
 template <int D, int HB>
@@ -797,15 +788,6 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         if (j >= n_tiles || key > k_hi) return -1;
         return ops::kv_pool_index(table[key / bs], key % bs, kvh, bs, kv_row, D);
     };
-    // The same in two steps for HF2Q_SPLIT_WARP_LOOKUP_AHEAD: the block-table entry of that key
-    // (−1 where tile_offset gives −1; visible keys never lie in released blocks), then the offset.
-    auto tile_block = [&](int j) -> int32_t {
-        const int32_t key = tile_key(j);
-        return j >= n_tiles || key > k_hi ? -1 : table[key / bs];
-    };
-    auto block_offset = [&](int j, int32_t blk) -> int64_t {
-        return blk < 0 ? -1 : ops::kv_pool_index(blk, tile_key(j) % bs, kvh, bs, kv_row, D);
-    };
     // The row scales of the i8 pools (E4M3 codes are values: 1).
     auto row_scale = [&](const float* sc, int64_t off) -> float {
         if constexpr (kv_scaled<KV>) return off >= 0 ? sc[off / D] : 0.0f;
@@ -846,18 +828,14 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         if (j + i * NW < n_tiles) issue(i, offs[i]);
         cp_async_commit();
     }
-    int32_t blk_ahead = 0;  // HF2Q_SPLIT_WARP_LOOKUP_AHEAD: the table entry of tile j + S·NW
-    if constexpr (HF2Q_SPLIT_WARP_LOOKUP_AHEAD) blk_ahead = tile_block(j + S * NW);
     for (int s = 0; j < n_tiles; j += NW, s = s + 1 == S ? 0 : s + 1) {
         if (j + (S - 1) * NW < n_tiles) issue(s == 0 ? S - 1 : s - 1, offs[S - 1]);
         cp_async_commit();
-        int64_t off_after;
-        if constexpr (HF2Q_SPLIT_WARP_LOOKUP_AHEAD) {
-            off_after = block_offset(j + S * NW, blk_ahead);
-            blk_ahead = tile_block(j + (S + 1) * NW);  // used an iteration later
-        } else {
-            off_after = tile_offset(j + S * NW);
-        }
+        // ncu's stall sampling (session 46, H100) put 15 % of the warps' stalls on the first use
+        // of this table load, five instructions on; reading the entry an iteration earlier took
+        // the kernel 120.7 -> 119.2 us under ncu but left a 64-sequence step as it was (session
+        // 48, H100: int8 5,150 / 5,134 -> 5,135 / 5,132, fp8 5,191 / 5,189 -> 5,185 / 5,190).
+        const int64_t off_after = tile_offset(j + S * NW);
         const float ks_after = row_scale(p.k_scale, off_after), vs_after = row_scale(p.v_scale, off_after);
         cp_async_wait<S - 1>();
         __syncwarp();  // every lane's copies of tile j
