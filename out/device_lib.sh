@@ -93,6 +93,21 @@ warp_ab() {  # warp_ab NAME CUDA_FLAGS: the keys-by-warp kernel's A/B (sessions 
   } 2>&1 | tee $OUT/bench.txt
   el done
 }
+knock_tree() {  # knock_tree TARGETS...: a copy of this tree in /tmp/ktree patched by out/s48-knock.patch (the
+               # warp kernel's run-time knock-outs, HF2Q_KNOCK), TARGETS built in /tmp/ktree/build-k
+  local root=$PWD
+  rm -rf /tmp/ktree && mkdir -p /tmp/ktree
+  cp -r CMakeLists.txt bench fuzz include scripts src tests tools /tmp/ktree/
+  ( cd /tmp/ktree && patch -p1 -s < "$root/out/s48-knock.patch" && echo patched && variant /tmp/ktree/build-k "" "$@" )
+}
+knock_perf() {  # knock_perf NAME BIN: DISABLED_Perf/i8's 64-sequence head-size-256 times (µs: as launched,
+                # generic kernel, with the key bound, one split without a workspace)
+  timeout 60 $2 --gtest_also_run_disabled_tests --gtest_filter='Cache/CudaAttentionKv.DISABLED_Perf/i8' \
+    > $OUT/perf-$1.log 2>&1
+  echo "$1: $(grep -A12 'decode 64 seqs x 1 @1024, D=256' $OUT/perf-$1.log | grep ' us ' |
+    grep -E 'decode 64|generic|key bound|split kernel' | head -4 | awk -F' us' '{print $1}' |
+    awk '{print $NF}' | tr '\n' ' ')"
+}
 pool_probe() {  # pool_probe: out/pool_probe.cu (the KV pool layouts' read rate alone, seconds) into probe.txt
   nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pool_probe out/pool_probe.cu && /tmp/pool_probe | tee $OUT/probe.txt
 }

@@ -13,23 +13,13 @@
 // KB in flight an SM while every warp computes (W · blocks · (S − 1) tiles of 8 KiB), the time
 // and the rate against cudaMemcpy's.
 //   nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pipe_probe out/pipe_probe.cu && /tmp/pipe_probe
-#include <cuda_runtime.h>
+#include "probe_common.cuh"
 
 #include <cstdint>
 #include <cstdio>
 
 constexpr int kSeqs = 64, kKeys = 1024, kHeads = 8, kTile = 16, kRb = 256, kLd = kRb + 16;
 constexpr int kStageBytes = 2 * kTile * kLd;  // K and V of one 16-key tile, rows padded
-
-__device__ __forceinline__ void cp16(void* dst, const void* src) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n"); }
-template <int N>
-__device__ __forceinline__ void wait_group() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 template <int W, int S>
 __global__ void __launch_bounds__(32 * W) probe(const uint8_t* __restrict__ k, const uint8_t* __restrict__ v,
@@ -101,23 +91,12 @@ void run(const uint8_t* k, const uint8_t* v, float* out, long long spin, double 
 
 int main() {
     const size_t bytes = size_t{kSeqs} * kKeys * kHeads * kRb;
-    uint8_t *k, *v, *dst;
+    uint8_t *k, *v;
     float* out;
-    if (cudaMalloc(&k, bytes) || cudaMalloc(&v, bytes) || cudaMalloc(&dst, bytes) || cudaMalloc(&out, 1 << 20))
-        return 1;
+    if (cudaMalloc(&k, bytes) || cudaMalloc(&v, bytes) || cudaMalloc(&out, 1 << 20)) return 1;
     cudaMemset(k, 0, bytes);
     cudaMemset(v, 0, bytes);
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    cudaMemcpy(dst, k, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(a);
-    for (int i = 0; i < 20; ++i) cudaMemcpy(dst, k, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, a, b);
-    const double copy = 2.0 * bytes * 20 / ms / 1e9;
+    const double copy = copy_rate(k, bytes);
     std::printf("cudaMemcpy D2D %zu MB: %.2f TB/s (read + write)\n", bytes >> 20, copy);
     for (long long spin : {0LL, 1000LL, 2000LL, 4000LL}) {
         run<4, 2>(k, v, out, spin, copy);

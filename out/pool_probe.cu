@@ -8,22 +8,12 @@
 // 1,024 keys, 8 KV heads), in the pool layout and in a head-major one ([block of 16][KV head]
 // [position][D]: 16 rows of a head contiguous), for 1- and 2-byte values, one or two splits.
 //   nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pool_probe out/pool_probe.cu && /tmp/pool_probe
-#include <cuda_runtime.h>
+#include "probe_common.cuh"
 
 #include <cstdio>
 #include <cstdint>
 
 constexpr int kSeqs = 64, kKeys = 1024, kHeads = 8, kBs = 16, kTile = 16, kStages = 3;
-
-__device__ __forceinline__ void cp16(void* dst, const void* src) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n"); }
-template <int N>
-__device__ __forceinline__ void wait_group() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // RB: bytes of one head's row; head_major: the pool's layout (0) or [block][head][pos][RB] (1).
 template <int RB, bool kHeadMajor>
@@ -103,20 +93,7 @@ int main() {
     if (cudaMalloc(&k, bytes) || cudaMalloc(&v, bytes) || cudaMalloc(&out, 1 << 20)) return 1;
     cudaMemset(k, 0, bytes);
     cudaMemset(v, 0, bytes);
-    // A plain copy of the same bytes for the ceiling.
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    uint8_t* dst;
-    cudaMalloc(&dst, bytes);
-    cudaMemcpy(dst, k, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(a);
-    for (int i = 0; i < 20; ++i) cudaMemcpy(dst, k, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, a, b);
-    const double copy = 2.0 * bytes * 20 / ms / 1e9;
+    const double copy = copy_rate(k, bytes);  // the ceiling
     std::printf("cudaMemcpy D2D %zu MB: %.2f TB/s (read + write)\n", bytes >> 20, copy);
     for (int s : {1, 2}) {
         run<256, false>(k, v, out, s, copy);

@@ -14,27 +14,20 @@ source out/device_lib.sh
 L=${LIMIT:-420}
 pool_probe
 el probed
-rm -rf /tmp/ktree && mkdir -p /tmp/ktree && cp -r CMakeLists.txt bench fuzz include scripts src tests tools /tmp/ktree/
-( cd /tmp/ktree && patch -p1 -s < "$OLDPWD/out/s48-knock.patch" && echo patched )
 variant build-gpu "" hf2q test_cuda_attention &
-( cd /tmp/ktree && variant /tmp/ktree/build-k "" hf2q test_cuda_attention ) &
+knock_tree hf2q test_cuda_attention &
 ( for i in $(seq 80); do [ -x build-gpu/bin/hf2q ] && break; sleep 5; done
   build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
     > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
 wait
 el built
-perf() {  # perf NAME BIN: DISABLED_Perf/i8's 64-sequence head-size-256 lines
-  timeout 60 $2 --gtest_also_run_disabled_tests --gtest_filter='Cache/CudaAttentionKv.DISABLED_Perf/i8' \
-    > $OUT/perf-$1.log 2>&1
-  echo "$1: $(grep -A3 'decode 64 seqs x 1 @1024, D=256' $OUT/perf-$1.log | awk -F'us' '{print $1}' |
-    awk '{print $NF}' | tr '\n' ' ')"
-}
-{ perf main build-gpu/bin/test_cuda_attention
-  for k in 0 1 2 3 8; do HF2Q_KNOCK=$k perf knock$k /tmp/ktree/build-k/bin/test_cuda_attention; done
-  perf main2 build-gpu/bin/test_cuda_attention
+{ knock_perf main build-gpu/bin/test_cuda_attention
+  for k in 0 1 2 3 8; do HF2Q_KNOCK=$k knock_perf knock$k /tmp/ktree/build-k/bin/test_cuda_attention; done
+  knock_perf main2 build-gpu/bin/test_cuda_attention
 } 2>&1 | tee $OUT/knock.txt
 el perfed
-HF2Q_KNOCK=8 t chains 100 /tmp/ktree/build-k/bin/test_cuda_attention --gtest_filter='Cache/*/i8:Cache/*/e4m3:-*DISABLED*'
+HF2Q_KNOCK=8 t chains 100 /tmp/ktree/build-k/bin/test_cuda_attention \
+  --gtest_filter='Cache/*/i8:Cache/*/e4m3:-*DISABLED*'
 for i in 1 2; do
   before $((L - 30)) || break
   b build-gpu -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type int8
