@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# For the next H200: out/pipe_probe.cu (pipeline depth × a tile's arithmetic, read rate; seconds),
-# then out/s48b.sh (the pool probe, the warp kernel's knock-outs against main; about 2 minutes on
-# an H100), so the H100's figures of session 48 have their H200 counterparts.
+# For the next H200 (then out/s48d.sh): out/pipe_probe.cu (pipeline depth × a tile's arithmetic,
+# read rate; seconds), then out/s48b.sh (the pool probe, the warp kernel's knock-outs against
+# main; about 2 minutes on an H100), so the H100's figures of session 48 have H200 counterparts.
 #   mkdir -p $OUT && OUT=$OUT bash out/s48c.sh
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-out/gpu}
