@@ -296,10 +296,10 @@ TEST(Attention, I8CacheIsTheRoundedF32CacheToRounding) {
     }
 }
 
-// The pool index: block b's rows fill exactly
-// [b·block_size·kv_row, (b + 1)·block_size·kv_row), each value once, and a row's scale index
-// is its first value's index over head_dim (what the CUDA kernels compute); a head's next
-// slot is kv_row values on, its scale n_kv_heads on (what the CPU kernel steps by).
+// The pool index: block b's rows fill exactly [b·block_size·kv_row, (b + 1)·block_size·kv_row),
+// each value once, and a row's scale index is its first value's index over head_dim (what the
+// CUDA kernels compute); a head's next slot is kv_row values on, its scale n_kv_heads on (what
+// the CPU kernel steps by).
 TEST(Attention, PoolIndexCoversEachBlockOnce) {
     const int64_t bs = 4, nkv = 3, d = 8, row = nkv * d;
     for (int64_t b : {0, 1, 5}) {

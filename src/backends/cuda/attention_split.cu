@@ -789,11 +789,9 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         }
     }
 
-    // Key r = lane % 16 of tile j.
-    auto tile_key = [&](int j) -> int32_t { return k_lo + j * TK + lane % TK; };
-    // Pool offset of that key, or −1 (past the split, or no tile j).
+    // Pool offset of key r = lane % 16 of tile j, or −1 (past the split, or no tile j).
     auto tile_offset = [&](int j) -> int64_t {
-        const int32_t key = tile_key(j);
+        const int32_t key = k_lo + j * TK + lane % TK;
         if (j >= n_tiles || key > k_hi) return -1;
         return ops::kv_pool_index(table[key / bs], key % bs, kvh, bs, kv_row, D);
     };
