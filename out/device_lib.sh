@@ -56,6 +56,15 @@ sanitize() {  # sanitize UNTIL TIMEOUT BIN FILTER: memcheck, then racecheck, of 
     echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" /tmp/$tool.log | tail -1
   done
 }
+ab64() {  # ab64 DIRS...: the 64-sequence int8 and fp8 rows of each DIR, alternating, twice (the A/Bs'
+          # common rows)
+  local i c d
+  for i in 1 2; do
+    for c in int8 fp8; do
+      for d in "$@"; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
+    done
+  done
+}
 warp_ab() {  # warp_ab NAME CUDA_FLAGS: the keys-by-warp kernel's A/B (sessions 46-47): main (build-gpu)
             # and the variant (build-NAME) built in one call; the 8-bit attention tests and the
             # sanitizers on the variant; ncu's duration, DRAM rate and excess sectors for both
@@ -84,11 +93,7 @@ warp_ab() {  # warp_ab NAME CUDA_FLAGS: the keys-by-warp kernel's A/B (sessions 
   echo "benched: build-gpu ${ok[*]}"
   wait
   el tested
-  { for i in 1 2; do
-      for c in int8 fp8; do
-        for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
-      done
-    done
+  { ab64 build-gpu "${ok[@]}"
     for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 8 -d 1024 -r 2 -ub 4096 --cache-type int8; done
   } 2>&1 | tee $OUT/bench.txt
   el done

@@ -22,11 +22,7 @@ done
 echo "benched: build-gpu ${ok[*]}"
 wait
 el tested
-{ for i in 1 2; do
-    for c in int8 fp8; do
-      for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
-    done
-  done
+{ ab64 build-gpu "${ok[@]}"
   for c in int8 fp8; do
     for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 8 -d 1024 -r 2 -ub 4096 --cache-type $c; done
   done
