@@ -98,20 +98,32 @@ warp_ab() {  # warp_ab NAME CUDA_FLAGS: the keys-by-warp kernel's A/B (sessions 
   } 2>&1 | tee $OUT/bench.txt
   el done
 }
-knock_tree() {  # knock_tree TARGETS...: a copy of this tree in /tmp/ktree patched by out/s48-knock.patch (the
-               # warp kernel's run-time knock-outs, HF2Q_KNOCK), TARGETS built in /tmp/ktree/build-k
+knock_tree() {  # knock_tree TARGETS...: a copy of this tree in /tmp/ktree patched by out/knock.patch (the warp
+               # kernel's run-time knock-outs, HF2Q_KNOCK, bits: 1 no scores, 2 no P·V, 16 every token
+               # reads token 0's blocks, so the KV comes from L2, 32 tile copies without the source-size
+               # operand, 64 token t reads token t % 8's blocks (32 MB: L2 too), 128 no row-scale loads),
+               # TARGETS built in /tmp/ktree/build-k
   local root=$PWD
   rm -rf /tmp/ktree && mkdir -p /tmp/ktree
   cp -r CMakeLists.txt bench fuzz include scripts src tests tools /tmp/ktree/
-  ( cd /tmp/ktree && patch -p1 -s < "$root/out/s48-knock.patch" && echo patched && variant /tmp/ktree/build-k "" "$@" )
+  ( cd /tmp/ktree && patch -p1 -s < "$root/out/knock.patch" && echo patched && variant /tmp/ktree/build-k "" "$@" )
 }
 knock_perf() {  # knock_perf NAME BIN: DISABLED_Perf/i8's 64-sequence head-size-256 times (µs: as launched,
                 # generic kernel, with the key bound, one split without a workspace)
   timeout 60 $2 --gtest_also_run_disabled_tests --gtest_filter='Cache/CudaAttentionKv.DISABLED_Perf/i8' \
-    > $OUT/perf-$1.log 2>&1
-  echo "$1: $(grep -A12 'decode 64 seqs x 1 @1024, D=256' $OUT/perf-$1.log | grep ' us ' |
+    > /tmp/perf-$1.log 2>&1
+  echo "$1: $(grep -A12 'decode 64 seqs x 1 @1024, D=256' /tmp/perf-$1.log | grep ' us ' |
     grep -E 'decode 64|generic|key bound|split kernel' | head -4 | awk -F' us' '{print $1}' |
     awk '{print $NF}' | tr '\n' ' ')"
+}
+trace_step() {  # trace_step NAME BENCH_ARGS...: a CUPTI trace of build-gpu's bench on /tmp/g26.gguf (hf2q_cupti_trace
+                # built), summarised by scripts/trace_summary.py into $OUT/trace_NAME.txt (its head shown)
+  local name=$1; shift
+  CUDA_INJECTION64_PATH=$PWD/build-gpu/lib/libhf2q_cupti_trace.so HF2Q_TRACE_OUT=/tmp/trace_$name.csv \
+    timeout 150 build-gpu/bin/hf2q bench -m /tmp/g26.gguf --backend cuda "$@" > /tmp/trace_$name.log 2>&1
+  echo "trace $name rc=$?"
+  python3 scripts/trace_summary.py /tmp/trace_$name.csv --skip 4 > $OUT/trace_$name.txt 2>&1
+  head -40 $OUT/trace_$name.txt
 }
 pool_probe() {  # pool_probe: out/pool_probe.cu (the KV pool layouts' read rate alone, seconds) into probe.txt
   nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pool_probe out/pool_probe.cu && /tmp/pool_probe | tee $OUT/probe.txt

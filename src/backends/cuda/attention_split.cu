@@ -722,15 +722,10 @@ constexpr bool split_warp_ok() {
 #define HF2Q_SPLIT_WARP_STAGES 3
 #endif
 static_assert(HF2Q_SPLIT_WARP_STAGES == 2 || HF2Q_SPLIT_WARP_STAGES == 3, "HF2Q_SPLIT_WARP_STAGES: 2 or 3");
-// 1: each stage's K and V are separate copy groups, and a tile's K stage is refilled (with the
-// K of the warp's tile S tiles on) as soon as its scores are done, not when the whole stage is
-// free, so a warp keeps up to half a stage more in flight while it does the tile's P·V (the
-// split ring of out/pipe_probe.cu). Why: on an H100 the kernel's pipeline alone reads at 95 % of
-// the copy rate and the kernel at 84 %, on the H200 the kernel at about 65 % (session 48). 0
-// (default): one group a stage. Prepared in session 48, not yet run on a GPU.
-#ifndef HF2Q_SPLIT_WARP_SPLIT_RING
-#define HF2Q_SPLIT_WARP_SPLIT_RING 0
-#endif
+// Not kept: a split ring (a stage's K and V in separate copy groups, a tile's K stage refilled
+// as soon as its scores were done, so more stays in flight during the P·V). Session 49, H100,
+// one call: a 64-sequence step int8 5,247 / 5,248 -> 5,224 / 5,229, fp8 5,294 / 5,295 -> 5,278
+// / 5,278; ncu 118.2 -> 119.2 us. The pipeline alone (out/pipe_probe.cu) gained nothing either.
 
 template <int D>
 struct WarpShape {
@@ -800,9 +795,9 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         if constexpr (kv_scaled<KV>) return off >= 0 ? sc[off / D] : 0.0f;
         return off >= 0 ? 1.0f : 0.0f;
     };
-    // Copies the K and/or V rows of the tile whose row offsets lanes r and r + 16 hold (off) into
-    // stage s; rows past the split become zeros.
-    auto issue = [&](int s, int64_t off, bool want_k, bool want_v) {
+    // Copies the tile whose row offsets lanes r and r + 16 hold (off) into stage s; rows past the
+    // split become zeros.
+    auto issue = [&](int s, int64_t off) {
         KV* const ks = stage + s * 2 * TK * LD;
         KV* const vs = ks + TK * LD;
 #pragma unroll
@@ -810,11 +805,10 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
             const int u = lane + 32 * i, r = u / (D / 16), col = (u % (D / 16)) * 16;
             const int64_t o = __shfl_sync(kAll, off, r);
             const bool ok = o >= 0;
-            if (want_k) cp_async16(ks + r * LD + col, k_pool + (ok ? o + col : 0), ok ? 16 : 0);
-            if (want_v) cp_async16(vs + r * LD + col, v_pool + (ok ? o + col : 0), ok ? 16 : 0);
+            cp_async16(ks + r * LD + col, k_pool + (ok ? o + col : 0), ok ? 16 : 0);
+            cp_async16(vs + r * LD + col, v_pool + (ok ? o + col : 0), ok ? 16 : 0);
         }
     };
-    constexpr bool SR = HF2Q_SPLIT_WARP_SPLIT_RING != 0;
 
     float m0 = -FLT_MAX, m1 = -FLT_MAX;  // heads 2·t4 and + 1: running max (log2 units)
     float l0 = 0.0f, l1 = 0.0f;          // and this lane's keys' share of the sum
@@ -831,25 +825,13 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         kss[i] = row_scale(p.k_scale, offs[i]);
         vss[i] = row_scale(p.v_scale, offs[i]);
     }
-    // Copy groups: tiles 0 .. S − 2 (K and V), then one a tile in each iteration; with SR, K0 V0
-    // .. K(S−2) V(S−2) K(S−1), then V and K by turns (K runs a tile further ahead), so either
-    // way a wait leaves the groups after the one it needs pending.
 #pragma unroll
     for (int i = 0; i + 1 < S; ++i) {
-        if (j + i * NW < n_tiles) issue(i, offs[i], true, !SR);
-        cp_async_commit();
-        if constexpr (SR) {
-            if (j + i * NW < n_tiles) issue(i, offs[i], false, true);
-            cp_async_commit();
-        }
-    }
-    if constexpr (SR) {
-        if (j + (S - 1) * NW < n_tiles) issue(S - 1, offs[S - 1], true, false);
+        if (j + i * NW < n_tiles) issue(i, offs[i]);
         cp_async_commit();
     }
-    constexpr int kPending = SR ? 2 * S - 1 : S - 1;  // groups after the one a wait needs
     for (int s = 0; j < n_tiles; j += NW, s = s + 1 == S ? 0 : s + 1) {
-        if (j + (S - 1) * NW < n_tiles) issue(s == 0 ? S - 1 : s - 1, offs[S - 1], !SR, true);
+        if (j + (S - 1) * NW < n_tiles) issue(s == 0 ? S - 1 : s - 1, offs[S - 1]);
         cp_async_commit();
         // ncu's stall sampling (session 46, H100) put 15 % of the warps' stalls on the first use
         // of this table load, five instructions on; reading the entry an iteration earlier took
@@ -857,8 +839,8 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
         // 48, H100: int8 5,150 / 5,134 -> 5,135 / 5,132, fp8 5,191 / 5,189 -> 5,185 / 5,190).
         const int64_t off_after = tile_offset(j + S * NW);
         const float ks_after = row_scale(p.k_scale, off_after), vs_after = row_scale(p.v_scale, off_after);
-        cp_async_wait<kPending>();
-        __syncwarp();  // every lane's copies of tile j (SR: of its K)
+        cp_async_wait<S - 1>();
+        __syncwarp();  // every lane's copies of tile j
 
         const KV* const ks = stage + s * 2 * TK * LD;
         // Scores S^T = K·Q^T: c[0], c[1] key g, heads 2·t4 and + 1; c[2], c[3] key g + 8.
@@ -873,13 +855,6 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
                 k_quad_f16(k1 + 16 * kk, a[1], a[3]);
                 mma_f16(c, a, qf[2 * kk], qf[2 * kk + 1]);
             }
-        }
-        if constexpr (SR) {
-            __syncwarp();  // every lane has read stage s's K: the K of tile j + S·NW may replace it
-            if (j + S * NW < n_tiles) issue(s, off_after, true, false);
-            cp_async_commit();
-            cp_async_wait<kPending>();
-            __syncwarp();  // every lane's copies of tile j's V
         }
         const int32_t key = k_lo + j * TK + g;
         const float ka = __shfl_sync(kAll, kss[0], g) * scale_log2, kb = __shfl_sync(kAll, kss[0], g + 8) * scale_log2;
