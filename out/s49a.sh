@@ -5,7 +5,8 @@
 # 64-sequence lines for main and the knock-outs (16: every token reads token 0's blocks, so the
 # 268 MB come from L2, not DRAM; 16+3 the same without scores and P·V; 3 from DRAM without
 # them); then CUPTI traces of the 64-sequence step with the int8 and f16 caches. About 5 minutes.
-#   mkdir -p $OUT && OUT=$OUT bash out/s49a.sh
+# Arguments, if any: the knock-outs to run instead (out/s49d.sh).
+#   mkdir -p $OUT && OUT=$OUT bash out/s49a.sh [KNOCK...]
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 variant build-gpu "" hf2q test_cuda_attention hf2q_cupti_trace &
@@ -15,7 +16,7 @@ el built
 ( build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
     > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
 { knock_perf main build-gpu/bin/test_cuda_attention
-  for k in 16 19 3 17 18 0; do HF2Q_KNOCK=$k knock_perf knock$k /tmp/ktree/build-k/bin/test_cuda_attention; done
+  for k in ${@:-16 19 3 17 18 0}; do HF2Q_KNOCK=$k knock_perf knock$k /tmp/ktree/build-k/bin/test_cuda_attention; done
   knock_perf main2 build-gpu/bin/test_cuda_attention
 } 2>&1 | tee $OUT/knock.txt
 wait
