@@ -1387,6 +1387,71 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
     }
 }
 
+// The experts' down input prepared by the GEGLU in batched decode
+// (Backend::prepared_expert_down_tokens: up to 64 tokens where the build turns it on,
+// HF2Q_MOE_DOWN_PREP). The gate_up product with its GEGLU epilogue, on device offsets as
+// the forward runs it, writes the 8-bit form of its output without changing the f32
+// one; the grouped down product given it returns exactly what it returns quantizing the
+// rows itself (Q5_0 and Q8_0 down weights, 17-64 tokens, 8 experts a token). Zeroed
+// prepared rows give zeros, so the product really reads them. This runs in every build:
+// the ops take a prepared buffer at any batch, and the bound only says where the
+// forward passes one.
+TEST_F(CudaOps, PreparedExpertDownInputsInBatchedDecode) {
+    EXPECT_GE(gpu->prepared_expert_down_tokens(), gpu->prepared_tokens());
+    EXPECT_LE(gpu->prepared_expert_down_tokens(), 64);
+    EXPECT_EQ(gpu32->prepared_expert_down_tokens(), 0);
+    EXPECT_EQ(cpu->prepared_expert_down_tokens(), 0);
+    const int64_t H = 512, F = 256, E = 64, K = 8;
+    const auto [wgu, gurb] = random_quantized(GgmlType::Q4_K, E * 2 * F, H, 0.05f);
+    const ops::WeightView gate_up{GgmlType::Q4_K, H, 2 * F, gurb, dev(wgu)};
+    for (GgmlType dt : {GgmlType::Q5_0, GgmlType::Q8_0}) {
+        const auto [wd, wdrb] = random_quantized(dt, E * H, F, 0.05f);
+        const ops::WeightView down{dt, F, H, wdrb, dev(wd)};
+        for (int64_t T : {17, 40, 64}) {
+            const std::string what = "type " + std::to_string(static_cast<int>(dt)) + " T=" + std::to_string(T);
+            const int64_t n = T * K;
+            const size_t ge_n = static_cast<size_t>(n * F), y_n = static_cast<size_t>(n * H);
+            const auto ids = random_routing(rng, T, K, E);
+            std::vector<int32_t> off(E + 1), rows(static_cast<size_t>(n)), slot(static_cast<size_t>(n));
+            cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
+            ops::MoeMatmulParams g;
+            g.w = gate_up;
+            g.expert_bytes = gurb * 2 * F;
+            g.n_experts = E;
+            g.offsets = dev(off);
+            g.x_rows = dev(rows);
+            g.x_n_rows = T;
+            g.x = dev(randn(static_cast<size_t>(T * H)));
+            g.n_rows = n;
+            g.geglu = true;
+            g.geglu_scratch = gpu->alloc_array<float>(2 * ge_n);
+            g.y = gpu->alloc_array<float>(ge_n);
+            gpu->moe_matmul(g);
+            const auto plain_ge = host(g.y, ge_n);
+            void* gp = gpu->alloc(gpu->prepared_bytes(n, F));
+            g.y_prep = gp;
+            gpu->moe_matmul(g);
+            EXPECT_EQ(host(g.y, ge_n), plain_ge) << what;
+            ops::MoeMatmulParams d;
+            d.w = down;
+            d.expert_bytes = wdrb * H;
+            d.n_experts = E;
+            d.offsets = g.offsets;
+            d.x = g.y;
+            d.n_rows = n;
+            d.y = gpu->alloc_array<float>(y_n);
+            gpu->moe_matmul(d);
+            const auto plain_d = host(d.y, y_n);
+            d.x_prep = gp;
+            gpu->moe_matmul(d);
+            EXPECT_EQ(host(d.y, y_n), plain_d) << what;
+            gpu->fill_zero(gp, gpu->prepared_bytes(n, F));
+            gpu->moe_matmul(d);
+            EXPECT_EQ(host(d.y, y_n), std::vector<float>(y_n, 0.0f)) << what;
+        }
+    }
+}
+
 // BF16 rows (ops/prepared.h): in batches past the GEMV (17+ tokens) residual_norms and
 // GEGLU also write their outputs rounded to BF16, and matmul, matmul_multi (forked
 // over streams and one after the other) and the router product given those rows

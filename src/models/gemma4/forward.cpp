@@ -70,10 +70,13 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         cur_prep_ = prepared(prep_tokens_, H);
         gate_prep_ = prepared(prep_tokens_, ff);
         attn_prep_ = prepared(prep_tokens_, q_width);
-        if (c.is_moe()) {
-            ge_prep_ = prepared(prep_tokens_ * c.n_expert_used, c.n_ff_exp);
-            moe_in_prep_ = prepared(prep_tokens_, H);
-        }
+        if (c.is_moe()) moe_in_prep_ = prepared(prep_tokens_, H);
+    }
+    // The experts' down input (ge_) may be prepared at larger batches than the rest.
+    down_prep_tokens_ = c.is_moe() ? std::min(T, std::max(prep_tokens_, be.prepared_expert_down_tokens())) : 0;
+    if (down_prep_tokens_ > 0) {
+        const size_t bytes = be.prepared_bytes(down_prep_tokens_ * c.n_expert_used, c.n_ff_exp);
+        ge_prep_ = bytes > 0 ? be.alloc(bytes) : nullptr;
     }
     if (be.reads_bf16_rows(T)) {
         auto bf16_rows = [&](int64_t n) { return be.alloc(sz(T * n) * 2); };

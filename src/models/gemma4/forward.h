@@ -146,9 +146,10 @@ private:
                        const void* x_prep = nullptr, const void* x_bf16 = nullptr);
     // The prepared-form buffer `buf` for rows of n values in a batch of T tokens, or
     // nullptr where the backend prepares no such inputs.
-    void* prep(void* buf, int64_t T, int64_t n) const {
-        return buf != nullptr && T <= prep_tokens_ && be_.prepared_bytes(T, n) > 0 ? buf : nullptr;
+    void* prep(void* buf, int64_t T, int64_t n, int64_t max_tokens) const {
+        return buf != nullptr && T <= max_tokens && be_.prepared_bytes(T, n) > 0 ? buf : nullptr;
     }
+    void* prep(void* buf, int64_t T, int64_t n) const { return prep(buf, T, n, prep_tokens_); }
     // The BF16 rows buffer `buf` in a batch of T tokens, or nullptr where the
     // backend's matmuls of T tokens do not read them (ops/prepared.h).
     void* bf16(void* buf, int64_t T) const { return buf != nullptr && be_.reads_bf16_rows(T) ? buf : nullptr; }
@@ -195,9 +196,10 @@ private:
     float *pl_ = nullptr, *pl_tok_ = nullptr, *pl_gate_ = nullptr;  // PLE [T][L·P], [T][L·P], [T][P]
     float *router_logits_ = nullptr, *route_w_ = nullptr;  // [T][E], [T][k]
     float *router_in_ = nullptr, *moe_in_ = nullptr;       // [T][H] normed router / expert inputs
-    // Prepared forms (ops/prepared.h) of cur_, gate_, ge_, moe_in_ and attn_, for
-    // batches of up to prep_tokens_ tokens (0: the backend prepares none).
-    int64_t prep_tokens_ = 0;
+    // Prepared forms (ops/prepared.h) of cur_, gate_, moe_in_ and attn_, for batches of
+    // up to prep_tokens_ tokens (0: the backend prepares none), and of ge_ (the experts'
+    // down input) up to down_prep_tokens_ (Backend::prepared_expert_down_tokens).
+    int64_t prep_tokens_ = 0, down_prep_tokens_ = 0;
     void *cur_prep_ = nullptr, *gate_prep_ = nullptr, *ge_prep_ = nullptr, *moe_in_prep_ = nullptr;
     void* attn_prep_ = nullptr;
     // BF16 rows (ops/prepared.h) of cur_, router_in_ and gate_, written by their

@@ -370,7 +370,7 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     };
     // ge_ = gelu_tanh(gate) ⊙ up of the routed rows: one op with the GEGLU epilogue
     // for a merged gate_up tensor (gu_ its scratch: a backend may never write it).
-    void* const ge_prep = prep(ge_prep_, T, Fe);
+    void* const ge_prep = prep(ge_prep_, T, Fe, down_prep_tokens_);
     const void* const in_prep = prep(moe_in_prep_, T, H);  // moe_in_'s T rows, gathered
     if (!l.gate_up_exps.empty()) {
         ops::MoeMatmulParams m = params(l.gate_up_exps, expert_rows_, moe_in_, ge_, Fe, in_prep);
