@@ -11,6 +11,11 @@ t() {  # t NAME TIMEOUT BIN ARGS...: a test binary, its verdict lines
   timeout $to "$@" > $OUT/$name.log 2>&1; echo "$name rc=$?"
   grep -E "^\[  FAILED|PASSED|Failure|SKIPPED \]|max rel err" $OUT/$name.log | head -16
 }
+synth_g26() {  # synth_g26: the 26B-A4B Q4_K_M of random weights every bench row reads, /tmp/g26.gguf (build-gpu's hf2q)
+  build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
+    > /tmp/synth.log 2>&1
+  echo "synth rc=$?"
+}
 b() {  # b DIR ARGS...: one bench line of DIR/bin/hf2q on /tmp/g26.gguf (the tokens/s columns)
   local d=$1; shift
   echo "$d $* :: $(timeout 100 $d/bin/hf2q bench -m /tmp/g26.gguf --backend cuda "$@" 2>&1 |
@@ -75,8 +80,7 @@ warp_ab() {  # warp_ab NAME CUDA_FLAGS: the keys-by-warp kernel's A/B (sessions 
   variant $v "$fl" hf2q test_cuda_attention &
   wait
   el built
-  ( build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
-      > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
+  synth_g26 &
   local ok=()
   passes attention-$1 150 $v/bin/test_cuda_attention \
     --gtest_filter='Cache/*/i8:Cache/*/e4m3:*SplitPlan*:-*DISABLED*' && ok+=($v)

@@ -13,8 +13,7 @@ variant build-gpu "" hf2q test_cuda_attention hf2q_cupti_trace &
 knock_tree test_cuda_attention &
 wait
 el built
-( build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
-    > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
+synth_g26 &
 { knock_perf main build-gpu/bin/test_cuda_attention
   for k in ${@:-16 19 3 17 18 0}; do HF2Q_KNOCK=$k knock_perf knock$k /tmp/ktree/build-k/bin/test_cuda_attention; done
   knock_perf main2 build-gpu/bin/test_cuda_attention

@@ -15,7 +15,9 @@ knock_tree test_cuda_attention &
 wait
 el built
 { knock_perf main build-gpu/bin/test_cuda_attention
-  for k in 16 64 48 32 144 128 51 19 3 0; do HF2Q_KNOCK=$k knock_perf knock$k /tmp/ktree/build-k/bin/test_cuda_attention; done
+  for k in 16 64 48 32 144 128 51 19 3 0; do
+    HF2Q_KNOCK=$k knock_perf knock$k /tmp/ktree/build-k/bin/test_cuda_attention
+  done
   knock_perf main2 build-gpu/bin/test_cuda_attention
 } 2>&1 | tee $OUT/knock.txt
 el knocked

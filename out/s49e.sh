@@ -13,8 +13,7 @@ variant build-gpu "" hf2q test_cuda_ops &
 variant build-dp "-DHF2Q_MOE_DOWN_PREP=1" hf2q test_cuda_ops test_model &
 wait
 el built
-( build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
-    > /tmp/synth.log 2>&1; echo "synth rc=$?" ) &
+synth_g26 &
 F='*Prepared*:*Grouped*:*Moe*'
 t ops-main 200 build-gpu/bin/test_cuda_ops --gtest_filter="$F"
 ok=()
