@@ -20,7 +20,7 @@ ok=()
 passes ops-dp 200 build-dp/bin/test_cuda_ops --gtest_filter="$F" &&
   passes model-dp 300 build-dp/bin/test_model --gtest_filter='*Cuda*:*Batching*:*Graph*:*Concurrent*:*Argmax*' &&
   ok+=(build-dp)
-sanitize 200 100 build-dp/bin/test_cuda_ops '*PreparedExpertDown*'
+sanitize 450 100 build-dp/bin/test_cuda_ops '*PreparedExpertDown*'
 wait
 el tested
 { for i in 1 2; do
