@@ -61,23 +61,21 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         expert_rows_host_.resize(sz(T * K));
         expert_w_host_.resize(sz(T * K));
     }
+    auto prepared = [&](int64_t rows, int64_t n) {
+        const size_t bytes = be.prepared_bytes(rows, n);
+        return bytes > 0 ? be.alloc(bytes) : nullptr;
+    };
     prep_tokens_ = std::min(T, be.prepared_tokens());
     if (prep_tokens_ > 0) {
-        auto prepared = [&](int64_t rows, int64_t n) {
-            const size_t bytes = be.prepared_bytes(rows, n);
-            return bytes > 0 ? be.alloc(bytes) : nullptr;
-        };
         cur_prep_ = prepared(prep_tokens_, H);
         gate_prep_ = prepared(prep_tokens_, ff);
         attn_prep_ = prepared(prep_tokens_, q_width);
         if (c.is_moe()) moe_in_prep_ = prepared(prep_tokens_, H);
     }
-    // The experts' down input (ge_) may be prepared at larger batches than the rest.
-    down_prep_tokens_ = c.is_moe() ? std::min(T, std::max(prep_tokens_, be.prepared_expert_down_tokens())) : 0;
-    if (down_prep_tokens_ > 0) {
-        const size_t bytes = be.prepared_bytes(down_prep_tokens_ * c.n_expert_used, c.n_ff_exp);
-        ge_prep_ = bytes > 0 ? be.alloc(bytes) : nullptr;
-    }
+    // The experts' down input (ge_) may be prepared at larger batches than the rest
+    // (Backend::prepared_expert_down_tokens is never below prepared_tokens).
+    down_prep_tokens_ = c.is_moe() ? std::min(T, be.prepared_expert_down_tokens()) : 0;
+    if (down_prep_tokens_ > 0) ge_prep_ = prepared(down_prep_tokens_ * c.n_expert_used, c.n_ff_exp);
     if (be.reads_bf16_rows(T)) {
         auto bf16_rows = [&](int64_t n) { return be.alloc(sz(T * n) * 2); };
         cur_bf16_ = bf16_rows(H);
