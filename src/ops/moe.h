@@ -106,7 +106,8 @@ struct MoeMatmulParams {
     //   y[r][j] = gelu_tanh(P[r][j]) · P[r][F + j],  j < F  (y_stride 0 means F),
     // P the product above: the result of this op without geglu into geglu_scratch
     // ([n_rows][2F], required), then the GEGLU op (ops/activation.h) over it. A backend
-    // may fuse the two (the CUDA tile kernels do: P never reaches memory) or run
+    // may fuse the two (the CUDA tile kernels and grouped GEMV do: P never reaches
+    // memory) or run
     // exactly those two ops. y_prep (optional, in batches the prepared contract
     // allows) also receives y in the prepared form, as GegluParams::out_prep does.
     bool geglu = false;

@@ -1388,17 +1388,13 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
 }
 
 // The experts' down input prepared by the GEGLU in batched decode
-// (Backend::prepared_expert_down_tokens: up to 64 tokens where the build turns it on,
-// HF2Q_MOE_DOWN_PREP). The gate_up product with its GEGLU epilogue, on device offsets as
-// the forward runs it, writes the 8-bit form of its output without changing the f32
-// one; the grouped down product given it returns exactly what it returns quantizing the
-// rows itself (Q5_0 and Q8_0 down weights, 17-64 tokens, 8 experts a token). Zeroed
-// prepared rows give zeros, so the product really reads them. This runs in every build:
-// the ops take a prepared buffer at any batch, and the bound only says where the
-// forward passes one.
+// (Backend::prepared_expert_down_tokens: up to 64 tokens). The gate_up product with its
+// GEGLU epilogue, on device offsets as the forward runs it, writes the 8-bit form of its
+// output without changing the f32 one; the grouped down product given it returns exactly
+// what it returns quantizing the rows itself (Q5_0 and Q8_0 down weights, 17-64 tokens,
+// 8 experts a token). Zeroed prepared rows give zeros, so the product really reads them.
 TEST_F(CudaOps, PreparedExpertDownInputsInBatchedDecode) {
-    EXPECT_GE(gpu->prepared_expert_down_tokens(), gpu->prepared_tokens());
-    EXPECT_LE(gpu->prepared_expert_down_tokens(), 64);
+    EXPECT_EQ(gpu->prepared_expert_down_tokens(), 64);
     EXPECT_EQ(gpu32->prepared_expert_down_tokens(), 0);
     EXPECT_EQ(cpu->prepared_expert_down_tokens(), 0);
     const int64_t H = 512, F = 256, E = 64, K = 8;
@@ -1448,6 +1444,74 @@ TEST_F(CudaOps, PreparedExpertDownInputsInBatchedDecode) {
             gpu->fill_zero(gp, gpu->prepared_bytes(n, F));
             gpu->moe_matmul(d);
             EXPECT_EQ(host(d.y, y_n), std::vector<float>(y_n, 0.0f)) << what;
+        }
+    }
+}
+
+// The GEGLU as the grouped tensor-core GEMV's epilogue (launch_gemv_q8_geglu: Q4_K
+// gate_up rows, device offsets, experts averaging at most 8 routed rows, F a multiple
+// of 32): the same bits as the two ops it stands for, the plain product into the
+// scratch and then the GEGLU op, in the f32 output and in its prepared form. Routings:
+// random (1-8 rows an expert: paired and full passes, or 16 on average: two passes),
+// one expert given every token (up to 8 passes) and experts without rows; F = 32 (one
+// block of 32 gate rows) and 704 (the 26B-A4B's), H = 256 and 2816; a padded output
+// stride whose padding keeps its sentinel. The fused launch leaves the scratch
+// untouched, so the test knows it ran.
+TEST_F(CudaOps, ExpertGegluEpilogueMatchesTheTwoOps) {
+    const float kSentinel = -7.25f;
+    const int64_t E = 64, K = 8;
+    const std::pair<int64_t, int64_t> shapes[] = {{256, 32}, {256, 704}, {2816, 32}};  // H, F
+    for (const auto& [H, F] : shapes) {
+        const auto [wgu, gurb] = random_quantized(GgmlType::Q4_K, E * 2 * F, H, 0.05f);
+        for (int64_t T : {9, 40, 64}) {
+            for (bool skewed : {false, true}) {
+                auto ids = random_routing(rng, T, K, E / 2);  // experts 32..63 stay idle
+                if (skewed)  // expert 40 (never drawn) in every token's last slot
+                    for (int64_t t = 0; t < T; ++t) ids[static_cast<size_t>(t * K + K - 1)] = 40;
+                const int64_t n = T * K, ys = F + 32;
+                const std::string what = "H=" + std::to_string(H) + " F=" + std::to_string(F) +
+                                         " T=" + std::to_string(T) + (skewed ? " skewed" : "");
+                std::vector<int32_t> off(E + 1), rows(static_cast<size_t>(n)), slot(static_cast<size_t>(n));
+                cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
+                ops::MoeMatmulParams g;
+                g.w = {GgmlType::Q4_K, H, 2 * F, gurb, dev(wgu)};
+                g.expert_bytes = gurb * static_cast<uint64_t>(2 * F);
+                g.n_experts = E;
+                g.offsets = dev(off);
+                g.x_rows = dev(rows);
+                g.x_n_rows = T;
+                g.x = dev(randn(static_cast<size_t>(T * H)));
+                g.n_rows = n;
+                g.geglu = true;
+                g.y_stride = ys;
+                const size_t sn = static_cast<size_t>(n * 2 * F), yn = static_cast<size_t>(n * ys);
+                const size_t pn = gpu->prepared_bytes(n, F);
+                ops::MoeMatmulParams r = g;  // the two ops
+                g.geglu_scratch = dev(std::vector<float>(sn, kSentinel));
+                g.y = dev(std::vector<float>(yn, kSentinel));
+                g.y_prep = dev(std::vector<uint8_t>(pn, 0));
+                gpu->moe_matmul(g);
+                r.geglu_scratch = gpu->alloc_array<float>(sn);
+                r.y = dev(std::vector<float>(yn, kSentinel));
+                r.y_prep = dev(std::vector<uint8_t>(pn, 0));
+                gpu->moe_matmul(ops::geglu_product(r));
+                gpu->geglu(ops::geglu_of_product(r));
+                EXPECT_EQ(host(g.geglu_scratch, sn), std::vector<float>(sn, kSentinel)) << what << ": not fused";
+                const auto y = host(g.y, yn);
+                EXPECT_EQ(float_bits(y), float_bits(host(r.y, yn))) << what;
+                EXPECT_EQ(host(static_cast<const uint8_t*>(g.y_prep), pn),
+                          host(static_cast<const uint8_t*>(r.y_prep), pn))
+                    << what;
+                bool pad_kept = true, written = true;
+                for (int64_t i = 0; i < n; ++i)
+                    for (int64_t j = 0; j < ys; ++j) {
+                        const float v = y[static_cast<size_t>(i * ys + j)];
+                        if (j >= F && v != kSentinel) pad_kept = false;
+                        if (j < F && (!std::isfinite(v) || v == kSentinel)) written = false;
+                    }
+                EXPECT_TRUE(pad_kept) << what << ": wrote outside its output columns";
+                EXPECT_TRUE(written) << what << ": an output value not written";
+            }
         }
     }
 }

@@ -72,12 +72,6 @@ constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 #define HF2Q_BF16_ROWS 1
 #endif
 constexpr bool kBf16Rows = HF2Q_BF16_ROWS != 0;
-// 1: the experts' down input is prepared by the GEGLU up to kMoeDownPreparedTokens
-// (prepared_expert_down_tokens); 0 (default until measured): up to kGemvTokens, as
-// every other prepared input.
-#ifndef HF2Q_MOE_DOWN_PREP
-#define HF2Q_MOE_DOWN_PREP 0
-#endif
 // The batches whose experts' products take the grouped GEMV on device offsets (the
 // forward's kMoeDeviceTokens), the one kernel that reads the prepared form there; above,
 // the tile GEMM may run and would ignore it.
@@ -371,12 +365,11 @@ public:
     int64_t prepared_tokens() const override { return env_.precision == MatmulPrecision::bf16 ? kGemvTokens : 0; }
     // Up to kMoeDownPreparedTokens, the GEGLU writes the experts' down input in the 8-bit
     // form and the grouped GEMV skips its quantize_q8 launch (a decode step at 64
-    // sequences: 30 of its 60 launches, about 100 us of a 12.2 ms step on an H100,
-    // session 49's trace). Prepared in session 49, not yet run on a GPU, so off by
-    // default: HF2Q_MOE_DOWN_PREP=1 builds it on for the A/B (out/s49e.sh).
+    // sequences: 30 of its 60 launches). H100, against kGemvTokens in the same call
+    // (out/s49e.sh, session 50), 64 sequences: f16 4,412 / 4,410 -> 4,423 / 4,422, int8
+    // 5,249 / 5,243 -> 5,264 / 5,260, fp8 5,293 / 5,293 -> 5,306 / 5,301 tokens/s.
     int64_t prepared_expert_down_tokens() const override {
-        return HF2Q_MOE_DOWN_PREP && env_.precision == MatmulPrecision::bf16 ? kMoeDownPreparedTokens
-                                                                             : prepared_tokens();
+        return env_.precision == MatmulPrecision::bf16 ? kMoeDownPreparedTokens : prepared_tokens();
     }
     size_t prepared_bytes(int64_t rows, int64_t n) const override {
         return rows > 0 && n > 0 && n % 32 == 0 ? q8_workspace_bytes(rows, n) : 0;

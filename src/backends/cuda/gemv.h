@@ -35,6 +35,12 @@ struct GemvArgs {
     const void* x_prep = nullptr; // the integer GEMV: x rows already quantized (q8.cuh);
                                   // with x_rows, the x_n_rows rows it indexes
     int64_t x_n_rows = 0;         // with x_rows and x_prep: the rows x_prep holds
+    // GEGLU epilogue (launch_gemv_q8_geglu only): glu > 0 means n_out = 2·glu rows,
+    // the gate rows [0, glu) then the up rows [glu, 2·glu), and y[r][j] (j < glu,
+    // y_stride apart) gets gelu_tanh(gate)·up; y_prep, if set, y in the prepared form
+    // (q8.cuh, n_rows rows of glu values).
+    int64_t glu = 0;
+    void* y_prep = nullptr;
 };
 
 // The arguments for y = x · Wᵀ (strides 0 mean dense rows); callers add the rows or
@@ -79,6 +85,13 @@ void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* works
 // a decode step's down product); false, nothing launched, otherwise.
 bool launch_gemv_q8_combined(const GemvArgs& a, const ops::MoeCombineParams& c, size_t workspace_bytes,
                              int8_t* workspace, cudaStream_t s);
+// The grouped product with its GEGLU epilogue (a.glu > 0, a.y_stride set) in the
+// tensor-core kernel (gemv_mma.cu), where launch_gemv_q8 would take that kernel for
+// the plain product and a block covers 32 gate rows and their 32 up rows; the same
+// bits as that product followed by the GEGLU op (launch_geglu). False, nothing
+// launched, otherwise.
+bool launch_gemv_q8_geglu(const GemvArgs& a, int64_t max_active_experts, size_t workspace_bytes, int8_t* workspace,
+                          cudaStream_t s);
 // Up to ops::MultiMatmulParams::kMax dense weights (no offsets) on the same
 // activations (a[i].x, x_stride and n_rows equal): one quantization, one launch per
 // weight type.

@@ -602,11 +602,45 @@ constexpr int min_blocks(GgmlType t, int split) { return t == GgmlType::Q4_K || 
 // kSplit, w % kSplit + kSplit, ...
 //
 // kSeq: tiles a block takes in turn (HF2Q_GEMV_MMA_Q4K_TILES, HF2Q_GEMV_MMA_SEQ32).
-template <GgmlType T, int kSplit, int kSeq>
+//
+// kGlu: the GEGLU epilogue (GemvArgs::glu, launch_gemv_q8_geglu). Block x's four
+// tiles are the gate rows 32x .. 32x + 31, then their up rows glu + 32x ..: the
+// gate tiles' sums go to y (the output's own rows, as scratch), and each up sum u
+// replaces its gate sum g there with gelu_tanh(g)·u, read back by the thread that
+// wrote it. After each pass of the last tile the block holds 32 whole output values
+// of each of the pass's rows, one 32-value block of the prepared form: written to
+// y_prep as geglu_q8_kernel writes it. So the product's 2·glu values a row never
+// reach memory, and the GEGLU's launch goes (a decode step at 64 sequences: 30 of
+// them).
+template <int kSeq, int kBlockRows, bool kGlu>
+__device__ __forceinline__ int64_t tile_origin(const GemvArgs& a, int it) {
+    if constexpr (kGlu) return (it >= 2 ? a.glu : 0) + 32 * static_cast<int64_t>(blockIdx.x) + 16 * (it % 2);
+    return (static_cast<int64_t>(blockIdx.x) * kSeq + it) * kBlockRows;
+}
+
+// The prepared form of the 32 GEGLU values x .. x + 31 (x = 32·blockIdx.x) of the
+// pass's rows c0 .. c0 + nt − 1, from y (every thread's writes to them done): 8 lanes
+// a row, 4 values each (quantize_q8_values), warps 0 and 1.
+__device__ __forceinline__ void glu_prepare(const GemvArgs& a, int64_t c0, int nt) {
+    if (threadIdx.x >= 64) return;  // whole warps
+    const int col = static_cast<int>(threadIdx.x) / 8;
+    const int64_t c = 8 * static_cast<int64_t>(blockIdx.x) + threadIdx.x % 8;  // 4-value group in the row
+    const bool in = col < nt;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (in) {
+        const float* y = a.y + (c0 + col) * a.y_stride + 4 * c;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = y[k];
+    }
+    quantize_q8_values(v, in, q8_view(a.y_prep, a.n_rows, a.glu), c0 + col, a.glu, c);
+}
+
+template <GgmlType T, int kSplit, int kSeq, bool kGlu = false>
 __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
     static_assert(T != GgmlType::Q4_K || kSplit == kWarps, "Q4_K's passes give warp w the chunk c = w");
     static_assert(kSplit == 1 || kSplit == kWarps, "a warp a tile, or all of them");
+    static_assert(!kGlu || (kSeq == 4 && kSplit == kWarps), "the GEGLU's block: 2 gate and 2 up 16-row tiles");
     using U = MmaUnit<T>;
     constexpr int kBlockRows = kRows * (kWarps / kSplit);
     extern __shared__ __align__(16) uint8_t smem[];
@@ -617,7 +651,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     int e = 0;  // the block's expert: blockIdx.y, or found by the lookup
     int64_t r0 = 0, r1 = 0;
     for (int it = 0; it < kSeq; ++it) {
-        const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kSeq + it) * kBlockRows;
+        const int64_t o0 = tile_origin<kSeq, kBlockRows, kGlu>(a, it);
         if (kSeq > 1 && o0 >= a.n_out) break;  // the same for the whole block
         const int rows = static_cast<int>(a.n_out - o0 < kBlockRows ? a.n_out - o0 : kBlockRows);
         const uint32_t tile_bytes = static_cast<uint32_t>(rows) * static_cast<uint32_t>(a.row_bytes);
@@ -644,8 +678,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
             stage(tile_at(), tile_src(a, e, o0), tile_bytes);  // the previous tile's last barrier freed it
         }
         // The next tile into L2 while this one is computed.
-        if (kSeq > 1 && HF2Q_GEMV_MMA_L2_NEXT && threadIdx.x == 0 && it + 1 < kSeq && o0 + kBlockRows < a.n_out) {
-            const int64_t o1 = o0 + kBlockRows;
+        const int64_t o1 = kGlu ? tile_origin<kSeq, kBlockRows, kGlu>(a, it + 1) : o0 + kBlockRows;
+        if (kSeq > 1 && HF2Q_GEMV_MMA_L2_NEXT && threadIdx.x == 0 && it + 1 < kSeq && o1 < a.n_out) {
             const int64_t rows1 = a.n_out - o1 < kBlockRows ? a.n_out - o1 : kBlockRows;
             prefetch_l2(tile_src(a, e, o1), static_cast<uint32_t>(rows1 * static_cast<int64_t>(a.row_bytes)));
         }
@@ -735,30 +769,57 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
 #pragma unroll
                     for (int k = 0; k < kWarps; ++k) v += red[(k * 32 + l + 2) * 4 + i];
                 }
-                if (col < nt && r < rows) a.y[(c0 + col) * a.y_stride + o0 + r] = v;
+                if (col < nt && r < rows) {
+                    float* y = a.y + (c0 + col) * a.y_stride + o0 + r;
+                    if (kGlu && it >= 2) {  // the up rows: y holds this thread's gate sum
+                        y -= a.glu;
+                        v = gelu_tanh(*y) * v;
+                    }
+                    *y = v;
+                }
             }
             __syncthreads();  // red (and the staged rows) are written again by the next pass
+            if (kGlu && it == kSeq - 1 && a.y_prep != nullptr) glu_prepare(a, c0, nt);
         }
     }
 }
 
-template <GgmlType T, int kSplit, int kSeq = 1>
+template <GgmlType T, int kSplit, int kSeq = 1, bool kGlu = false>
 void launch_split(const GemvArgs& a, const Q8View& xq, const Smem& L, int64_t max_active_experts, cudaStream_t s) {
     constexpr int64_t kBlockRows = kRows * (kWarps / kSplit) * kSeq;  // over all its tiles
     const dim3 grid(static_cast<unsigned>((a.n_out + kBlockRows - 1) / kBlockRows),
                     static_cast<unsigned>(max_active_experts));
     HF2Q_ASSERT(grid.y <= 65535 && L.total > 0);
-    allow_smem<gemv_mma_kernel<T, kSplit, kSeq>>(kMaxSmem, 100);
+    allow_smem<gemv_mma_kernel<T, kSplit, kSeq, kGlu>>(kMaxSmem, 100);
     const bool direct = kDirect && max_active_experts == a.n_experts;
-    launch(gemv_mma_kernel<T, kSplit, kSeq>, grid, kThreads, L.total, s, a, xq, L, direct);
+    launch(gemv_mma_kernel<T, kSplit, kSeq, kGlu>, grid, kThreads, L.total, s, a, xq, L, direct);
     HF2Q_CUDA_LAUNCH_CHECK();
+}
+
+// 1 (default): the experts' gate_up products with a GEGLU run it as gemv_mma_kernel's
+// epilogue (kGlu), on the tiles-in-turn launch of Q4_K rows (experts averaging at most
+// kSeqTilesMaxRows routed rows) it is built on; 0: the product into the scratch, then
+// the GEGLU op, for the A/B (out/s50a.sh). H100, session 50, against 0 in the same call
+// (int8 cache, tokens/s): 17 sequences 1,992 -> 2,021, 32 sequences 3,167 -> 3,180, 64
+// sequences 5,270 / 5,273 -> 5,274 / 5,271 (f16 4,430 / 4,426 -> 4,432 / 4,434). At 64
+// the GEGLU's share of the step's critical path fell 339 -> 195 us (its dense-MLP half
+// is left) while the cuBLAS products beside the experts took most of it (CUPTI).
+#ifndef HF2Q_GEMV_MMA_GEGLU
+#define HF2Q_GEMV_MMA_GEGLU 1
+#endif
+constexpr bool kGluTiles = HF2Q_GEMV_MMA_GEGLU && HF2Q_GEMV_MMA_Q4K_TILES == 4;
+bool q4k_tiles_in_turn(const GemvArgs& a) {
+    return HF2Q_GEMV_MMA_Q4K_TILES > 1 && a.n_rows <= kSeqTilesMaxRows * a.n_experts;
 }
 
 template <GgmlType T>
 void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
     constexpr int kSplit = T == GgmlType::Q4_K ? kWarps : HF2Q_GEMV_MMA_SPLIT32;
     if constexpr (T == GgmlType::Q4_K && HF2Q_GEMV_MMA_Q4K_TILES > 1) {
-        if (a.n_rows <= kSeqTilesMaxRows * a.n_experts)
+        if constexpr (kGluTiles) {
+            if (a.glu > 0) return launch_split<T, kWarps, 4, true>(a, xq, Smem(a), max_active_experts, s);
+        }
+        if (q4k_tiles_in_turn(a))
             return launch_split<T, kWarps, HF2Q_GEMV_MMA_Q4K_TILES>(a, xq, Smem(a), max_active_experts, s);
     }
     if constexpr (kSplit != kWarps) {
@@ -785,8 +846,13 @@ bool gemv_mma_supported(const GemvArgs& a) {
            Smem(a).total > 0;
 }
 
+bool gemv_mma_geglu_supported(const GemvArgs& a) {
+    return kGluTiles && a.type == GgmlType::Q4_K && gemv_mma_supported(a) && q4k_tiles_in_turn(a) && a.glu > 0 &&
+           a.glu % 32 == 0 && a.n_out == 2 * a.glu && a.y_stride >= a.glu;
+}
+
 void launch_gemv_mma(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
-    HF2Q_ASSERT(gemv_mma_supported(a));
+    HF2Q_ASSERT(gemv_mma_supported(a) && (a.glu == 0 || gemv_mma_geglu_supported(a)));
     if (a.n_out <= 0 || a.n_rows <= 0 || max_active_experts <= 0) return;
     switch (a.type) {
         case GgmlType::Q4_K: launch_type<GgmlType::Q4_K>(a, xq, max_active_experts, s); return;

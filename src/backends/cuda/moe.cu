@@ -616,7 +616,17 @@ void launch_moe_matmul(const ops::MoeMatmulParams& p, MatmulEnv& env, cudaStream
         // With geglu, only the register kernels fuse it (and only without y_prep).
         if (gemm_grouped_tiles(p, p.host_offsets ? &load : nullptr, *env.ws, s)) return;
     }
-    if (p.geglu) {  // unfused: the product into the scratch, then the GEGLU op
+    if (p.geglu) {
+        // Where the plain product would take the grouped tensor-core GEMV, that kernel
+        // runs the GEGLU as its epilogue (the same bits; the scratch goes untouched).
+        if (!tiles && env.precision == MatmulPrecision::bf16) {
+            GemvArgs a = moe_gemv_args(p);
+            a.glu = p.w.n_out / 2;
+            a.y_stride = p.y_stride ? p.y_stride : a.glu;
+            a.y_prep = p.y_prep;
+            if (launch_gemv_q8_geglu(a, std::min(p.n_rows, p.n_experts), env.ws->q8_bytes, env.ws->q8, s)) return;
+        }
+        // Unfused: the product into the scratch, then the GEGLU op.
         launch_moe_matmul(ops::geglu_product(p), env, s);
         launch_geglu(ops::geglu_of_product(p), s);
         return;
