@@ -70,6 +70,14 @@ ab64() {  # ab64 DIRS...: the 64-sequence int8 and fp8 rows of each DIR, alterna
     done
   done
 }
+ab64_all() {  # ab64_all DIRS...: the 64-sequence f16, int8 and fp8 rows of each DIR, alternating, twice
+  local i c d
+  for i in 1 2; do
+    for c in f16 int8 fp8; do
+      for d in "$@"; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
+    done
+  done
+}
 warp_ab() {  # warp_ab NAME CUDA_FLAGS: the keys-by-warp kernel's A/B (sessions 46-47): main (build-gpu)
             # and the variant (build-NAME) built in one call; the 8-bit attention tests and the
             # sanitizers on the variant; ncu's duration, DRAM rate and excess sectors for both

@@ -23,11 +23,7 @@ passes ops-dp 200 build-dp/bin/test_cuda_ops --gtest_filter="$F" &&
 sanitize 450 100 build-dp/bin/test_cuda_ops '*PreparedExpertDown*'
 wait
 el tested
-{ for i in 1 2; do
-    for c in f16 int8 fp8; do
-      for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
-    done
-  done
+{ ab64_all build-gpu "${ok[@]}"
   for d in build-gpu "${ok[@]}"; do b $d -p '' -n 32 -b 32 -d 1024 -r 2 -ub 4096; done
 } 2>&1 | tee $OUT/bench.txt
 el done

@@ -20,11 +20,7 @@ passes ops 300 build-gpu/bin/test_cuda_ops --gtest_filter='*Geglu*:*Prepared*:*G
 sanitize 330 120 build-gpu/bin/test_cuda_ops '*ExpertGegluEpilogue*'
 wait
 el tested
-{ for i in 1 2; do
-    for c in f16 int8 fp8; do
-      for d in build-ng "${ok[@]}"; do b $d -p '' -n 32 -b 64 -d 1024 -r 2 -ub 4096 --cache-type $c; done
-    done
-  done
+{ ab64_all build-ng "${ok[@]}"
   for n in 32 17; do
     for d in build-ng "${ok[@]}"; do b $d -p '' -n 32 -b $n -d 1024 -r 2 -ub 4096 --cache-type int8; done
   done

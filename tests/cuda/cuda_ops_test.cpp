@@ -50,6 +50,28 @@ protected:
         return v;
     }
 
+    // The experts' gate_up product with its GEGLU (scratch and outputs left to the
+    // caller) over T tokens of random activations routed by ids (K experts a token, E
+    // experts), grouped on the host and read through device offsets as the forward
+    // passes them in batched decode. w: the E experts' 2F × H rows.
+    ops::MoeMatmulParams routed_gate_up(const std::vector<int32_t>& ids, int64_t T, int64_t K, int64_t E,
+                                        const ops::WeightView& w) {
+        const size_t n = static_cast<size_t>(T * K);
+        std::vector<int32_t> off(static_cast<size_t>(E + 1)), rows(n), slot(n);
+        cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
+        ops::MoeMatmulParams g;
+        g.w = w;
+        g.expert_bytes = w.row_bytes * static_cast<uint64_t>(w.n_out);
+        g.n_experts = E;
+        g.offsets = dev(off);
+        g.x_rows = dev(rows);
+        g.x_n_rows = T;
+        g.x = dev(randn(static_cast<size_t>(T * w.n_in)));
+        g.n_rows = T * K;
+        g.geglu = true;
+        return g;
+    }
+
     // residual_norms over T random rows of n values that start `shift` floats into
     // their buffers (1: misaligned, so the fallback runs), with two outputs of the same
     // norm, y[0] and y[1], for the caller to give y[1] a prepared or BF16 buffer.
@@ -1407,19 +1429,7 @@ TEST_F(CudaOps, PreparedExpertDownInputsInBatchedDecode) {
             const std::string what = "type " + std::to_string(static_cast<int>(dt)) + " T=" + std::to_string(T);
             const int64_t n = T * K;
             const size_t ge_n = static_cast<size_t>(n * F), y_n = static_cast<size_t>(n * H);
-            const auto ids = random_routing(rng, T, K, E);
-            std::vector<int32_t> off(E + 1), rows(static_cast<size_t>(n)), slot(static_cast<size_t>(n));
-            cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
-            ops::MoeMatmulParams g;
-            g.w = gate_up;
-            g.expert_bytes = gurb * 2 * F;
-            g.n_experts = E;
-            g.offsets = dev(off);
-            g.x_rows = dev(rows);
-            g.x_n_rows = T;
-            g.x = dev(randn(static_cast<size_t>(T * H)));
-            g.n_rows = n;
-            g.geglu = true;
+            ops::MoeMatmulParams g = routed_gate_up(random_routing(rng, T, K, E), T, K, E, gate_up);
             g.geglu_scratch = gpu->alloc_array<float>(2 * ge_n);
             g.y = gpu->alloc_array<float>(ge_n);
             gpu->moe_matmul(g);
@@ -1463,6 +1473,7 @@ TEST_F(CudaOps, ExpertGegluEpilogueMatchesTheTwoOps) {
     const std::pair<int64_t, int64_t> shapes[] = {{256, 32}, {256, 704}, {2816, 32}};  // H, F
     for (const auto& [H, F] : shapes) {
         const auto [wgu, gurb] = random_quantized(GgmlType::Q4_K, E * 2 * F, H, 0.05f);
+        const ops::WeightView gate_up{GgmlType::Q4_K, H, 2 * F, gurb, dev(wgu)};
         for (int64_t T : {9, 40, 64}) {
             for (bool skewed : {false, true}) {
                 auto ids = random_routing(rng, T, K, E / 2);  // experts 32..63 stay idle
@@ -1471,18 +1482,7 @@ TEST_F(CudaOps, ExpertGegluEpilogueMatchesTheTwoOps) {
                 const int64_t n = T * K, ys = F + 32;
                 const std::string what = "H=" + std::to_string(H) + " F=" + std::to_string(F) +
                                          " T=" + std::to_string(T) + (skewed ? " skewed" : "");
-                std::vector<int32_t> off(E + 1), rows(static_cast<size_t>(n)), slot(static_cast<size_t>(n));
-                cpu->moe_group({ids.data(), T, K, E, off.data(), rows.data(), slot.data()});
-                ops::MoeMatmulParams g;
-                g.w = {GgmlType::Q4_K, H, 2 * F, gurb, dev(wgu)};
-                g.expert_bytes = gurb * static_cast<uint64_t>(2 * F);
-                g.n_experts = E;
-                g.offsets = dev(off);
-                g.x_rows = dev(rows);
-                g.x_n_rows = T;
-                g.x = dev(randn(static_cast<size_t>(T * H)));
-                g.n_rows = n;
-                g.geglu = true;
+                ops::MoeMatmulParams g = routed_gate_up(ids, T, K, E, gate_up);
                 g.y_stride = ys;
                 const size_t sn = static_cast<size_t>(n * 2 * F), yn = static_cast<size_t>(n * ys);
                 const size_t pn = gpu->prepared_bytes(n, F);
