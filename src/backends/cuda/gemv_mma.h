@@ -21,8 +21,9 @@ bool gemv_mma_supported(const GemvArgs& a);
 // tiles-in-turn launch (experts averaging at most 8 routed rows), glu a multiple of 32.
 bool gemv_mma_geglu_supported(const GemvArgs& a);
 
-// y rows of the grouped product (with a.glu: its GEGLU, gemv_mma_geglu_supported) from the quantized activations xq (row r of the
-// grouping reads xq row r), a.offsets grouping the rows by expert.
+// y rows of the grouped product (with a.glu: its GEGLU, gemv_mma_geglu_supported) from
+// the quantized activations xq (row r of the grouping reads xq row r), a.offsets
+// grouping the rows by expert.
 void launch_gemv_mma(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s);
 
 }  // namespace hf2q::cuda
