@@ -1114,9 +1114,10 @@ void launch_gemv_q8(const GemvArgs& a, int64_t max_active_experts, int8_t* works
 bool launch_gemv_q8_geglu(const GemvArgs& a, int64_t max_active_experts, size_t workspace_bytes, int8_t* workspace,
                           cudaStream_t s) {
     // Where launch_gemv_q8 would take the tensor-core kernel for the plain product
-    // (launch_segments), and that kernel the tiles in turn (gemv_mma_geglu_supported).
-    if (a.n_out <= 0 || a.n_rows <= 0 || max_active_experts <= 0 || a.offsets == nullptr || single_rows(a) ||
-        !gemv_q8_supported(a, workspace_bytes) || !gemv_mma_geglu_supported(a))
+    // (launch_segments), and that kernel the tiles in turn (gemv_mma_geglu_supported,
+    // which also asks for offsets and output rows).
+    if (a.n_rows <= 0 || max_active_experts <= 0 || single_rows(a) || !gemv_q8_supported(a, workspace_bytes) ||
+        !gemv_mma_geglu_supported(a))
         return false;
     const Q8Input xq = quantize_activations(a, workspace, s);
     HF2Q_ASSERT(xq.rows == nullptr);  // (several rows an expert)
