@@ -104,6 +104,9 @@ struct AttentionParams {
     // Optional, in batches the prepared contract allows: out's rows (n_tokens rows of
     // n_heads·head_dim values) also in the backend's prepared form (ops/prepared.h).
     void* out_prep = nullptr;
+    // Optional, in batches whose matmuls read BF16 rows (Backend::reads_bf16_rows):
+    // out's rows also rounded to BF16 (ops/prepared.h), for the output projection.
+    void* out_bf16 = nullptr;
     // i8 pools: the scale of each row (layout above); nullptr for the other types.
     const float* k_scale = nullptr;
     const float* v_scale = nullptr;

@@ -20,9 +20,10 @@
 // BF16 rows, the same idea for larger batches: a device backend's matmul of more
 // tokens converts its input rows to BF16 for a tensor-core GEMM (the CUDA backend:
 // one conversion kernel per matmul, about 1-2 µs of a 64-sequence decode step's
-// critical path each). residual_norms (y_bf16) and GEGLU (out_bf16) may write their
-// outputs' rows in BF16 as well, and matmul / matmul_multi (x_bf16) and the router
-// product (MoeRouteParams::router_x_bf16) may read them:
+// critical path each). residual_norms (y_bf16), GEGLU (out_bf16) and attention
+// (AttentionParams::out_bf16) may write their outputs' rows in BF16 as well, and
+// matmul / matmul_multi (x_bf16) and the router product (MoeRouteParams::router_x_bf16)
+// may read them:
 //   - The caller passes them only in batches for which Backend::reads_bf16_rows(
 //     n_tokens) is true; a backend that never reports true never sees one.
 //   - A BF16 row buffer holds rows × n values, row after row (no stride), each the

@@ -10,7 +10,8 @@
 // tensor-core path (F16 operands) may run; ≤ 1e-4 where only the f32 paths can run
 // (no run of ≥ 16 consecutive positions of one sequence in the batch).
 //
-// PreparedOutput checks the optional prepared output (out_prep, ops/prepared.h).
+// PreparedOutput checks the optional prepared output (out_prep, ops/prepared.h),
+// Bf16Output the optional BF16 rows (out_bf16).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -792,6 +793,92 @@ TEST_P(CudaAttentionKv, PreparedOutput) {
         gpu->matmul(m);
         EXPECT_EQ(download(m.y, ny), std::vector<float>(ny, 0.0f)) << what;
     }
+}
+
+// The optional BF16 rows of the output (out_bf16, ops/prepared.h), in batches past the
+// GEMV (17+ tokens): the split kernel (one split and several, with the combiner) writes
+// them from the values it holds; a tile plan (a run of one sequence's tokens), the generic
+// kernel (head size 96) and a buffer not 8-byte aligned take a pass over out instead.
+// Each way the rows are out's values rounded to nearest even, out itself does not change,
+// and the output projection given them returns what it returns converting out itself;
+// zeroed rows give zeros where 16-byte aligned, so it really reads them.
+TEST_P(CudaAttentionKv, Bf16Output) {
+    ASSERT_TRUE(gpu->reads_bf16_rows(17));
+    std::vector<Case> cases;
+    auto bounded = [](Case c) {
+        c.max_keys = c.exact_max_keys();
+        return c;
+    };
+    for (int64_t D : {256, 512}) {
+        std::vector<Seq> short_seqs, long_seqs;
+        for (int i = 0; i < 20; ++i) {
+            short_seqs.push_back({1 + (i * 7) % 30, 1});
+            long_seqs.push_back({300 + (i * 97) % 1500, 1});
+        }
+        cases.push_back(bounded(decode_layer(D, true, short_seqs)));
+        cases.push_back(decode_layer(D, false, long_seqs));
+        cases.push_back(decode_layer(D, true, {{100, 20}}));
+    }
+    Case generic;  // 8 heads of 96: 768 values a row
+    generic.head_dim = 96;
+    generic.n_kv_heads = 4;
+    generic.gqa = 2;
+    for (int i = 0; i < 18; ++i) generic.seqs.push_back({5 + i, 1});
+    cases.push_back(generic);
+
+    std::mt19937 wrng(11);
+    constexpr int64_t kOut = 64;  // rows of the matmul weight
+    for (const Case& c : cases)
+        for (int64_t shift : {0, 2}) {  // 2: BF16 rows 4 bytes past an 8-byte boundary
+            const KvSetup s = build(c, rng);
+            const int64_t T = static_cast<int64_t>(s.pos.size()), n = s.n_heads * c.head_dim;
+            const std::string what =
+                c.label() + " tokens=" + std::to_string(T) + " shift=" + std::to_string(shift);
+            ASSERT_GE(T, 17) << what;
+            std::vector<float> ref;
+            Bound b = bind(c, s, ref);
+            gpu->attention(b.device);
+            const std::vector<float> plain = download(b.dout, s.q.size());
+
+            const size_t nb = static_cast<size_t>(T * n);
+            uint16_t* rows = gpu->alloc_array<uint16_t>(nb + shift) + shift;
+            gpu->upload(rows, std::vector<uint16_t>(nb, 0x7fc1).data(), nb * 2);  // a NaN pattern
+            ops::AttentionParams p = b.device;
+            p.out = dev(std::vector<float>(s.q.size(), kNaN));
+            p.out_bf16 = rows;
+            gpu->attention(p);
+            const std::vector<float> with_rows = download(p.out, s.q.size());
+            EXPECT_EQ(first_bit_diff(with_rows, plain), -1) << what << ": out changed by out_bf16";
+            std::vector<uint16_t> want(nb);
+            for (size_t i = 0; i < nb; ++i) want[i] = quant::fp32_to_bf16(with_rows[i]);
+            std::vector<uint16_t> got(nb);
+            gpu->download(got.data(), rows, nb * 2);
+            EXPECT_EQ(first_bit_diff(got, want), -1) << what << ": BF16 rows";
+
+            // The output projection, converting out itself, then reading the rows.
+            std::normal_distribution<float> g(0.0f, 0.05f);
+            std::vector<float> wf(static_cast<size_t>(kOut * n));
+            for (float& x : wf) x = g(wrng);
+            const uint64_t row_bytes = *ggml_row_size(GgmlType::Q4_K, static_cast<uint64_t>(n));
+            std::vector<uint8_t> wq(row_bytes * kOut);
+            quant::quantize(GgmlType::Q4_K, wf.data(), wq.data(), kOut, n, nullptr);
+            const ops::WeightView w{GgmlType::Q4_K, n, kOut, row_bytes, dev(wq)};
+            const size_t ny = static_cast<size_t>(T * kOut);
+            ops::MatmulParams m{w, p.out, gpu->alloc_array<float>(ny), T};
+            gpu->matmul(m);
+            const std::vector<float> y_self = download(m.y, ny);
+            m.x_bf16 = rows;
+            gpu->matmul(m);
+            EXPECT_EQ(first_bit_diff(download(m.y, ny), y_self), -1) << what << ": matmul on the BF16 rows";
+            // Rows below 16-byte alignment (shift 2) the matmul ignores (cuBLAS would
+            // round them differently); aligned ones it reads.
+            gpu->fill_zero(rows, nb * 2);
+            gpu->matmul(m);
+            if (shift == 0)
+                EXPECT_EQ(download(m.y, ny), std::vector<float>(ny, 0.0f)) << what << ": the rows not read";
+            else
+                EXPECT_EQ(first_bit_diff(download(m.y, ny), y_self), -1) << what << ": misaligned rows read";
+        }
 }
 
 // n_tokens = 0 is a no-op (null pointers allowed, output untouched).

@@ -10,10 +10,10 @@
 //      range split in n_split parts when the (token, head group) blocks alone
 //      cannot fill the GPU (decode);
 //   4. the combiner merging split partials (n_split > 1).
-// Given out_prep (ops/prepared.h), the split kernel or the combiner, whichever writes
-// a token's final output, also writes its prepared form from the values it holds;
-// after a tile plan (n_tokens ≥ kMinRun) or the generic kernel, a separate quantize
-// pass over out does.
+// Given out_prep or out_bf16 (ops/prepared.h), the split kernel or the combiner,
+// whichever writes a token's final output, also writes its prepared form or BF16 row
+// from the values it holds; after a tile plan (n_tokens ≥ kMinRun) or the generic
+// kernel, a separate pass over out does.
 // Positions and tables are device data, so the split between the paths is decided
 // on the device; the host only sizes the grids. Everything lives in the caller's
 // workspace (plan, flags, partials); nothing is allocated here.
@@ -25,9 +25,18 @@
 #include <cstdint>
 
 #include "backends/cuda/attention_common.cuh"
+#include "backends/cuda/gemm.h"
 #include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/q8.cuh"
+
+// 1 (default on this branch): the split kernel and the combiner write the output's BF16
+// rows (out_bf16) from the values they hold, so the output projection of a batched decode
+// step (17-64 sequences) needs no conversion kernel (30 a step of the 26B-A4B); 0: a
+// separate pass converts out, the cost the matmul paid before, for the A/B (out/s51d.sh).
+#ifndef HF2Q_ATTN_BF16_ROWS
+#define HF2Q_ATTN_BF16_ROWS 1
+#endif
 
 namespace hf2q::cuda {
 namespace {
@@ -180,7 +189,8 @@ constexpr int kCombineThreads = 128;  // head_dim ≤ 512: a float4 per thread
 // One block per (token, head): out = Σ_s w_s·acc_s / Σ_s w_s·l_s, w_s = 2^(m_s − M).
 // Splits past the token's keys are empty (l_s = 0, acc_s never written); the first
 // warp lists the others in order, so the sum over the head dimension reads only them.
-// Given out_prep, the block also writes the prepared form of its output (q8.cuh).
+// Given out_prep (out_bf16), the block also writes the prepared form (the BF16 row) of
+// its output.
 __global__ void attention_combine_kernel(const ops::AttentionParams p,
                                          const int* __restrict__ handled, int n_split,
                                          const float* __restrict__ part) {
@@ -255,6 +265,9 @@ __global__ void attention_combine_kernel(const ops::AttentionParams p,
         v[0] = o.x * inv_l, v[1] = o.y * inv_l, v[2] = o.z * inv_l, v[3] = o.w * inv_l;
         *reinterpret_cast<float4*>(p.out + row * D + 4 * d4) =
             make_float4(v[0], v[1], v[2], v[3]);
+        if (p.out_bf16 != nullptr)
+            reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out_bf16) + row * D)[d4] =
+                make_uint2(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]));
     }
     if (p.out_prep != nullptr && threadIdx.x / 32 * 32 < D / 4) {
         const int64_t n_out = p.n_heads * D;
@@ -444,12 +457,16 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     HF2Q_ASSERT(p.head_dim > 0 && p.block_size > 0 && p.window >= 0);
     HF2Q_ASSERT(p.out_prep == nullptr || p.n_heads * p.head_dim % 32 == 0);
     const int64_t D = p.head_dim;
-    // The prepared form of out, by a separate pass over it (paths that do not write it).
+    // The prepared form and BF16 rows of out, by separate passes over it (paths that do
+    // not write them).
     auto quantize_out = [&] {
-        if (p.out_prep == nullptr) return;
         const int64_t n = p.n_heads * D;
-        launch_quantize_q8(p.out, n, p.n_tokens, n, p.out_prep, s);
+        if (p.out_prep != nullptr) launch_quantize_q8(p.out, n, p.n_tokens, n, p.out_prep, s);
+        if (p.out_bf16 != nullptr) to_bf16_rows(p.out, n, p.n_tokens, n, p.out_bf16, s);
     };
+    // The split kernel and the combiner store 4 BF16 values at a time.
+    const bool bf16_stores =
+        HF2Q_ATTN_BF16_ROWS && p.out_bf16 != nullptr && reinterpret_cast<uintptr_t>(p.out_bf16) % 8 == 0;
     const bool fast = (D == 64 || D == 128 || D == 256 || D == 512) && aligned16(p.q) &&
                       aligned16(p.out) && aligned16(p.k_pool) && aligned16(p.v_pool);
     if (!fast) {
@@ -493,7 +510,8 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     // writes its prepared form too. The tile kernels do not, so after a plan (which
     // rows they took is device data) one pass quantizes every row instead.
     ops::AttentionParams sp = p;
-    if (handled != nullptr) sp.out_prep = nullptr;
+    if (handled != nullptr) sp.out_prep = sp.out_bf16 = nullptr;
+    if (!bf16_stores) sp.out_bf16 = nullptr;
     float* part = ws.buf != nullptr ? ws.buf + used : nullptr;
     attn::launch_split(sp, handled, hb, n_split, part, scale_log2, !ws.f32_only, plan.warps, s);
     if (n_split > 1) {
@@ -501,7 +519,12 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
         launch(attention_combine_kernel, grid, kCombineThreads, 0, s, sp, handled, n_split, part);
         HF2Q_CUDA_LAUNCH_CHECK();
     }
-    if (handled != nullptr) quantize_out();
+    if (handled != nullptr) {
+        quantize_out();
+    } else if (p.out_bf16 != nullptr && !bf16_stores) {
+        const int64_t n = p.n_heads * D;
+        to_bf16_rows(p.out, n, p.n_tokens, n, p.out_bf16, s);
+    }
 }
 
 }  // namespace hf2q::cuda

@@ -138,14 +138,18 @@ constexpr size_t split_smem_bytes() {
 }
 
 // Writes G 4-value groups staged in shared memory (v) to row t of out from group c0
-// on, and given out_prep their prepared form (q8.cuh): NT threads, 8 per 32-value
-// block; every lane of a warp with any group in range takes part in the shuffles.
+// on, given out_bf16 their BF16 rows, and given out_prep their prepared form (q8.cuh):
+// NT threads, 8 per 32-value block; every lane of a warp with any group in range takes
+// part in the shuffles.
 template <int G, int NT>
 __device__ __forceinline__ void write_rows(const float* v, const ops::AttentionParams& p, int64_t t,
                                            int64_t c0) {
     static_assert(G % 8 == 0, "whole 32-value blocks");
     const int64_t n = p.n_heads * p.head_dim;
     float* const out = p.out + t * n + 4 * c0;
+    uint2* const ob = p.out_bf16 != nullptr
+                          ? reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out_bf16) + t * n + 4 * c0)
+                          : nullptr;
     Q8View q;  // this row of the prepared form, from group c0 on (row 0 of the view)
     if (p.out_prep != nullptr) {
         const Q8View all = q8_view(p.out_prep, p.n_tokens, n);
@@ -161,6 +165,7 @@ __device__ __forceinline__ void write_rows(const float* v, const ops::AttentionP
         if (in) {
             const float4 f = *reinterpret_cast<const float4*>(v + 4 * u);
             *reinterpret_cast<float4*>(out + 4 * u) = f;
+            if (ob != nullptr) ob[u] = make_uint2(pack_bf16(f.x, f.y), pack_bf16(f.z, f.w));
             x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
         }
         if (q.q != nullptr) quantize_q8_values(x, in, q, 0, n, u);

@@ -90,6 +90,12 @@ namespace {
 #endif
 constexpr int64_t kForkMaxTokens = HF2Q_MATMUL_FORK_TOKENS;
 
+// Whether a matmul reads the producer's BF16 rows x_bf16 (ops/prepared.h): absent or
+// 16-byte aligned. Below that alignment cuBLAS takes other kernels, whose sums round
+// differently from those on the rows converted here, and the contract asks for the
+// same bits either way; so such rows are ignored and x converted.
+bool usable_bf16_rows(const void* x_bf16) { return x_bf16 == nullptr || aligned16(x_bf16); }
+
 // Product i of p as a matmul op (with p's BF16 rows, if any).
 ops::MatmulParams product(const ops::MultiMatmulParams& p, int i) {
     ops::MatmulParams m{p.w[i], p.x, p.y[i], p.n_tokens, p.x_stride, p.y_stride[i]};
@@ -145,11 +151,11 @@ bool small_gemm_covers(const ops::WeightView& w, int64_t n_tokens, const MatmulE
            small_gemm_shape_ok(w, n_tokens);
 }
 
-// The tokens' BF16 rows for the small GEMM: the producer's (x_bf16) where 16-byte
-// aligned, else x converted into ws.x (the same values; ensure_activations first).
+// The tokens' BF16 rows for the small GEMM: the producer's (x_bf16, usable_bf16_rows)
+// where given, else x converted into ws.x (the same values; ensure_activations first).
 const __nv_bfloat16* small_gemm_tokens(const float* x, int64_t x_stride, const void* x_bf16, int64_t n_tokens,
                                        int64_t n_in, MatmulEnv& env, cudaStream_t s) {
-    if (x_bf16 != nullptr && aligned16(x_bf16)) return static_cast<const __nv_bfloat16*>(x_bf16);
+    if (x_bf16 != nullptr) return static_cast<const __nv_bfloat16*>(x_bf16);
     to_bf16(x, x_stride ? x_stride : n_in, nullptr, n_tokens, n_in, *env.ws, s);
     return env.ws->x;
 }
@@ -190,6 +196,11 @@ bool small_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStrea
 
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     if (p.n_tokens <= 0 || p.w.n_out <= 0) return;
+    if (!usable_bf16_rows(p.x_bf16)) {
+        ops::MatmulParams q = p;
+        q.x_bf16 = nullptr;
+        return launch_matmul(q, env, s);
+    }
     if (matmul_uses_gemv(p.n_tokens)) {
         GemvArgs a = gemv_args(p.w, p.x, p.x_stride, p.y, p.y_stride);
         a.n_rows = p.n_tokens;
@@ -224,6 +235,11 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
 void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     ops::check_matmul_multi(p);
     if (p.n_tokens <= 0) return;
+    if (!usable_bf16_rows(p.x_bf16)) {
+        ops::MultiMatmulParams q = p;
+        q.x_bf16 = nullptr;
+        return launch_matmul_multi(q, env, s);
+    }
     if (matmul_uses_gemv(p.n_tokens) && env.precision == MatmulPrecision::bf16) {
         GemvArgs a[ops::MultiMatmulParams::kMax];
         bool q8 = true;

@@ -80,6 +80,7 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         auto bf16_rows = [&](int64_t n) { return be.alloc(sz(T * n) * 2); };
         cur_bf16_ = bf16_rows(H);
         gate_bf16_ = bf16_rows(ff);
+        attn_bf16_ = bf16_rows(q_width);
         if (c.is_moe()) router_bf16_ = bf16_rows(H);
     }
     out_rows_ = buf(kHeadChunk * H);

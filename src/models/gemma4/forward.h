@@ -202,9 +202,9 @@ private:
     int64_t prep_tokens_ = 0, down_prep_tokens_ = 0;
     void *cur_prep_ = nullptr, *gate_prep_ = nullptr, *ge_prep_ = nullptr, *moe_in_prep_ = nullptr;
     void* attn_prep_ = nullptr;
-    // BF16 rows (ops/prepared.h) of cur_, router_in_ and gate_, written by their
+    // BF16 rows (ops/prepared.h) of cur_, router_in_, gate_ and attn_, written by their
     // producers where the backend reads them at the largest batch (else nullptr).
-    void *cur_bf16_ = nullptr, *router_bf16_ = nullptr, *gate_bf16_ = nullptr;
+    void *cur_bf16_ = nullptr, *router_bf16_ = nullptr, *gate_bf16_ = nullptr, *attn_bf16_ = nullptr;
     int32_t* route_ids_ = nullptr;            // [T][k]
     float *xe_ = nullptr, *gu_ = nullptr, *ge_ = nullptr, *ye_ = nullptr;  // [T·k] grouped expert rows
     int32_t* expert_rows_ = nullptr;          // [T·k] token rows grouped by expert

@@ -206,9 +206,10 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
     a.max_keys = b.max_keys;
     a.earlier_keys_stored = b.one_token_per_sequence;
     a.out_prep = prep(attn_prep_, T, nh * hd);  // the output projection's input
+    a.out_bf16 = bf16(attn_bf16_, T);
     be_.attention(a);
 
-    project(l.attn_output, "attn_output.weight", il, -1, attn_, tmp_, T, 0, a.out_prep);
+    project(l.attn_output, "attn_output.weight", il, -1, attn_, tmp_, T, 0, a.out_prep, a.out_bf16);
 }
 
 // x += rmsnorm(tmp; post_attention_norm), then the inputs of the MLP blocks from
