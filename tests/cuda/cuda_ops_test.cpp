@@ -2409,7 +2409,9 @@ struct RouteGroupOut {
 
 // moe_route_group with the router product (ops/moe.h): fused into one kernel up to 4
 // tokens and 128 pairs for an F32 router with n_in % 4 == 0 and 16-byte aligned rows,
-// otherwise the router matmul then the routing ops; both precisions. Inputs and
+// and from 17 to 32 tokens where there are 128 experts and n_in % 256 == 0 (the
+// clusters' kernel, in the default precision), otherwise the router matmul then the
+// routing ops; both precisions. Inputs and
 // weights on a 1/8 grid of small integers, so every product and partial sum is exact
 // in f32 (and in BF16): the logits equal the CPU's bit for bit whatever the summation
 // order, lie on a 1/64 grid (distinct values rank alike on both backends, equal ones
@@ -2417,7 +2419,7 @@ struct RouteGroupOut {
 // moe_route and moe_group as MoeRouteGroupMatchesSeparateOps does. Outputs start as a
 // sentinel (-7).
 TEST_F(CudaOps, MoeRouterRouteGroupMatchesCpu) {
-    const int64_t max_t = 40, max_e = 256, max_k = 8, max_in = 4160, max_n = max_t * max_k;
+    const int64_t max_t = 64, max_e = 256, max_k = 8, max_in = 4160, max_n = max_t * max_k;
     const int64_t max_xs = max_in + 8;
     std::uniform_int_distribution<int> grid(-4, 4);
     const auto on_grid = [&](size_t n) {
@@ -2444,7 +2446,7 @@ TEST_F(CudaOps, MoeRouterRouteGroupMatchesCpu) {
         int32_t* drows = be->alloc_array<int32_t>(max_n);
         int32_t* dslot = be->alloc_array<int32_t>(max_n);
         for (int64_t n_in : {64, 2816, 4160, 66})  // 4160: rows past the registers' 3,072 values
-            for (int64_t T : {0, 1, 2, 4, 5, 16, 40})
+            for (int64_t T : {0, 1, 2, 4, 5, 16, 17, 32, 33, 64})
                 for (int64_t E : {8, 128, 256})
                     for (int64_t K : {1, 2, 8}) {
                         // Layouts of x: dense; strided (aligned, still fused); one float
@@ -2504,8 +2506,9 @@ TEST_F(CudaOps, MoeRouterRouteGroupMatchesCpu) {
     }
 }
 
-// The fused router kernel on random data (decode shapes of the 26B-A4B router: 128
-// experts of 2816 values, top-8): logits within 1e-5 of the row's largest CPU logit,
+// The fused router kernels on random data (decode and batched decode shapes of the
+// 26B-A4B router: 128 experts of 2816 values, top-8; 1 and 4 tokens the small kernel,
+// 17 and 32 the clusters'): logits within 1e-5 of the row's largest CPU logit,
 // and the routing bit-equal to the device's own moe_route + moe_group over those
 // logits. Its block counter must return to zero after every launch: the op runs
 // twice in a row, once on the side chain (its own counter), and inside a graph
@@ -2513,7 +2516,7 @@ TEST_F(CudaOps, MoeRouterRouteGroupMatchesCpu) {
 // sentinel outputs and must give the eager result bit for bit.
 TEST_F(CudaOps, MoeRouterRouteGroupReplays) {
     const int64_t E = 128, K = 8, n_in = 2816;
-    for (int64_t T : {1, 4}) {
+    for (int64_t T : {1, 4, 17, 32}) {
         const size_t n = static_cast<size_t>(T * K), ne = static_cast<size_t>(E), nl = static_cast<size_t>(T * E);
         const auto wt = randn(static_cast<size_t>(E * n_in), 0.02f);
         const auto scale = randn(ne);

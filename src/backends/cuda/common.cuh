@@ -123,6 +123,21 @@ __device__ __forceinline__ uint4 ld_weights16(const void* p) {
     return r;
 }
 
+// Asks L2 to fetch the 16-byte pieces that lie wholly within bytes at p, without
+// waiting and without a destination (sm_90: cp.async.bulk.prefetch, whose address and
+// size are multiples of 16; nothing outside [p, p + bytes) is touched).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint64_t a = reinterpret_cast<uint64_t>(p), b0 = (a + 15) & ~uint64_t{15}, b1 = (a + bytes) & ~uint64_t{15};
+    if (b1 > b0)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(b0), "r"(static_cast<uint32_t>(b1 - b0))
+                     : "memory");
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 // KV cache elements (ops/attention.h KvType): float, half or FP8 E4M3 (kv_e4m3).
 // Stores round to nearest even (the CPU reference's fp32_to_fp16 / fp32_to_e4m3;
 // E4M3 saturates to ±448, __NV_SATFINITE); loads are exact.

@@ -487,21 +487,6 @@ __device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq,
     for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
 }
 
-// Asks L2 to fetch the 16-byte pieces that lie wholly within bytes at p, without
-// waiting and without a destination (sm_90: cp.async.bulk.prefetch, whose address and
-// size are multiples of 16; nothing outside [p, p + bytes) is touched).
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint64_t a = reinterpret_cast<uint64_t>(p), b0 = (a + 15) & ~uint64_t{15}, b1 = (a + bytes) & ~uint64_t{15};
-    if (b1 > b0)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(b0), "r"(static_cast<uint32_t>(b1 - b0))
-                     : "memory");
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
-
 // The tile of rows o0 .. o0 + rows of expert e: where it starts in global memory.
 __device__ __forceinline__ const uint8_t* tile_src(const GemvArgs& a, int e, int64_t o0) {
     return a.w + static_cast<uint64_t>(e) * a.expert_bytes + static_cast<uint64_t>(o0) * a.row_bytes;

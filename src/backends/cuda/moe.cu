@@ -7,6 +7,8 @@
 // covers the weight type, else the expansion + cuBLAS path of gemm.cu).
 #include <cfloat>
 
+#include <cooperative_groups.h>
+
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/gemv.h"
@@ -95,8 +97,8 @@ __device__ __forceinline__ void softmax_max_sum(const float* lg, int64_t n_exper
 // token per layer, so the whole routing is a few dozen shuffles instead of a thread
 // walking every expert k times. Shared by the routing kernel and the fused kernel,
 // so both give the same bits.
-__device__ __forceinline__ int32_t route_token(const ops::MoeRouteParams& p, int64_t t, int lane) {
-    const float* lg = p.logits + t * p.n_experts;
+// lg: the token's n_experts logits (route_token: p.logits' row t).
+__device__ __forceinline__ int32_t route_token_at(const ops::MoeRouteParams& p, const float* lg, int64_t t, int lane) {
     float v[kMaxExpertsPerLane];
     float mx, sum;
     softmax_max_sum(lg, p.n_experts, lane, v, mx, sum);
@@ -148,6 +150,9 @@ __device__ __forceinline__ int32_t route_token(const ops::MoeRouteParams& p, int
         p.weights[t * p.k + lane] = w;
     }
     return my_id;
+}
+__device__ __forceinline__ int32_t route_token(const ops::MoeRouteParams& p, int64_t t, int lane) {
+    return route_token_at(p, p.logits + t * p.n_experts, t, lane);
 }
 
 // Routes token t (logits lg in shared memory, every one finite) with every thread of
@@ -466,6 +471,161 @@ __global__ void __launch_bounds__(kRouterThreads)
     }
 }
 
+// The router product, the routing and the grouping of batched decode (17 to
+// kBatchRouterMaxTokens tokens, kBatchRouterExperts experts) in one launch, where they
+// were a cuBLAS split-K GEMM on the router's BF16 copy, its reduction kernel, the
+// routing kernel and the grouping kernel: at 64 sequences of the 26B-A4B about 17 µs
+// of every MoE layer's critical path (CUPTI, H100, session 50), for 1.4 MB of router
+// rows. Clusters of kBatchRouterBlocks blocks: cluster c takes tokens 8c .. 8c + 7,
+// its block r experts 16r .. 16r + 15, so each block reads 16 router rows (from L2
+// after the first cluster) and 8 token rows once.
+//   1. Logits: S = W·Xᵀ for the block's 16 × 8 on the tensor cores, m16n8k8 in TF32
+//      split in three (w = w_hi + w_lo, x likewise; w_hi·x_lo + w_lo·x_hi + w_hi·x_hi
+//      into f32 accumulators), so the logits are f32 products to about 2^-21, not the
+//      BF16 ones the GEMM gave. Each warp sums a 16th of n_in; the parts are added in
+//      warp order. The k index is permuted as in gemv_mma.cu (lane t4 holds values
+//      4·t4 .. 4·t4 + 3 of every 16: two steps' fragments from one 16-byte load).
+//   2. Routing: after a cluster barrier, block r gathers token 8c + r's logits from the
+//      cluster's shared memory and routes it with route_token's operations (one warp).
+//   3. Grouping: the last block to finish (a counter, as the small router kernel's)
+//      groups every pair with group_pairs, as the grouping kernel does (the same bits).
+// 1 (default): batches of kBatchRouterMinTokens .. kBatchRouterMaxTokens take this kernel;
+// 0: the router product, then the routing ops, for the A/B (out/s51e.sh, s51g.sh).
+#ifndef HF2Q_BATCH_ROUTER
+#define HF2Q_BATCH_ROUTER 1
+#endif
+constexpr int kBatchRouterBlocks = 8;   // blocks a cluster
+constexpr int kBatchRouterRows = 16;    // experts a block: the MMA's m
+constexpr int kBatchRouterTokens = 8;   // tokens a cluster: the MMA's n
+constexpr int64_t kBatchRouterExperts = kBatchRouterBlocks * kBatchRouterRows;
+constexpr int64_t kBatchRouterMinTokens = 17;  // past the GEMV's batches (kGemvTokens)
+// At most 32 tokens: at 64 sequences (8 clusters, 512 pairs grouped by the last block) the
+// kernel lost 2 % of an H100 step against the product and the two routing kernels, at 17 and
+// 32 it won (session 51, docs/performance.md).
+#ifndef HF2Q_BATCH_ROUTER_MAX_TOKENS
+#define HF2Q_BATCH_ROUTER_MAX_TOKENS 32
+#endif
+constexpr int64_t kBatchRouterMaxTokens = HF2Q_BATCH_ROUTER_MAX_TOKENS;
+constexpr int64_t kBatchRouterMaxPairs = 512;  // ids staged for the grouping
+// Warps a block, each a 16th of n_in: session 50's first version, 4 warps a quarter each (44
+// dependent steps of six MMAs into one accumulator), took 33.7 us alone at 17 tokens (ncu,
+// H100) and lost 8 % at 64 sequences; 16 warps, 11 steps each, three accumulator chains.
+constexpr int kBatchRouterWarps = 16;
+
+// TF32 of x (round to nearest, ties away: cvt.rna) and the TF32 of what is left.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+    const float rest = x - __uint_as_float(hi);
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One m16n8k8 step in three TF32 products, each into its own accumulators (three
+// independent MMA chains): weights (rows g, g + 8) at k slots t4 and t4 + 4 = wa.x, wb.x,
+// wa.y, wb.y; token g's values x0, x1 there.
+__device__ __forceinline__ void mma_3xtf32(float (&c)[3][4], float wa0, float wb0, float wa1, float wb1, float x0,
+                                           float x1) {
+    uint32_t ah[4], al[4], bh[2], bl[2];
+    split_tf32(wa0, ah[0], al[0]);
+    split_tf32(wb0, ah[1], al[1]);
+    split_tf32(wa1, ah[2], al[2]);
+    split_tf32(wb1, ah[3], al[3]);
+    split_tf32(x0, bh[0], bl[0]);
+    split_tf32(x1, bh[1], bl[1]);
+    mma_tf32(c[0], ah, bl[0], bl[1]);
+    mma_tf32(c[1], al, bh[0], bh[1]);
+    mma_tf32(c[2], ah, bh[0], bh[1]);
+}
+
+__global__ void __cluster_dims__(kBatchRouterBlocks, 1, 1) __launch_bounds__(kBatchRouterWarps * 32)
+    moe_router_batch_kernel(ops::MoeRouteParams r, ops::MoeGroupParams g, unsigned* arrived) {
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t4 = lane % 4;
+    const int rank = static_cast<int>(cluster.block_rank());
+    const int64_t n_in = r.router_w.n_in, E = r.n_experts;
+    const int64_t e0 = static_cast<int64_t>(rank) * kBatchRouterRows;
+    const int64_t tok0 = static_cast<int64_t>(blockIdx.x / kBatchRouterBlocks) * kBatchRouterTokens;
+    const uint8_t* w0 = static_cast<const uint8_t*>(r.router_w.data) + static_cast<uint64_t>(e0) * r.router_w.row_bytes;
+    // The block's rows are model weights: asked of L2 before the wait (common.cuh).
+    if (threadIdx.x == 0) prefetch_l2(w0, static_cast<uint32_t>(kBatchRouterRows * r.router_w.row_bytes));
+    pdl_begin();
+
+    // 1. This warp's share of n_in (launch_moe_router_route_group: n_in % (16 · warps) == 0).
+    const int64_t share = n_in / kBatchRouterWarps, k_begin = warp * share;
+    const float* wa = reinterpret_cast<const float*>(w0 + static_cast<uint64_t>(gq) * r.router_w.row_bytes);
+    const float* wb = reinterpret_cast<const float*>(w0 + static_cast<uint64_t>(gq + 8) * r.router_w.row_bytes);
+    const int64_t xs = r.router_x_stride ? r.router_x_stride : n_in;
+    const bool tok_ok = tok0 + gq < r.n_tokens;
+    const float* x = r.router_x + (tok_ok ? tok0 + gq : 0) * xs;
+    float c3[3][4] = {};
+#pragma unroll 4
+    for (int64_t k = k_begin + 4 * t4; k < k_begin + share; k += 16) {
+        const uint4 ua = ld_weights16(wa + k), ub = ld_weights16(wb + k);
+        const float4 xv = tok_ok ? *reinterpret_cast<const float4*>(x + k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        mma_3xtf32(c3, __uint_as_float(ua.x), __uint_as_float(ub.x), __uint_as_float(ua.y), __uint_as_float(ub.y),
+                   xv.x, xv.y);
+        mma_3xtf32(c3, __uint_as_float(ua.z), __uint_as_float(ub.z), __uint_as_float(ua.w), __uint_as_float(ub.w),
+                   xv.z, xv.w);
+    }
+    float c[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c[i] = c3[2][i] + (c3[0][i] + c3[1][i]);
+    // c[i]: expert row gq + 8·(i / 2), token column 2·t4 + i % 2.
+    __shared__ float part[kBatchRouterWarps][kBatchRouterRows * kBatchRouterTokens];
+    __shared__ float lg[kBatchRouterTokens][kBatchRouterRows];  // the block's logits, by token
+#pragma unroll
+    for (int i = 0; i < 4; ++i) part[warp][(2 * t4 + i % 2) * kBatchRouterRows + gq + 8 * (i / 2)] = c[i];
+    __syncthreads();
+    if (threadIdx.x < kBatchRouterRows * kBatchRouterTokens) {
+        const int tt = threadIdx.x / kBatchRouterRows, e = threadIdx.x % kBatchRouterRows;  // 128 = 8 × 16
+        float v = part[0][threadIdx.x];
+#pragma unroll
+        for (int w = 1; w < kBatchRouterWarps; ++w) v += part[w][threadIdx.x];
+        lg[tt][e] = v;
+        if (tok0 + tt < r.n_tokens) const_cast<float*>(r.logits)[(tok0 + tt) * E + e0 + e] = v;
+    }
+    cluster.sync();  // every block's logits, for the routing's reads
+
+    // 2. Token tok0 + rank: its logits from the cluster's blocks, then route_token's routing.
+    __shared__ float row[kBatchRouterExperts];
+    const int64_t t = tok0 + rank;
+    if (warp == 0) {
+        for (int e = lane; e < E; e += 32) {
+            const float* src = cluster.map_shared_rank(&lg[0][0], e / kBatchRouterRows);
+            row[e] = src[rank * kBatchRouterRows + e % kBatchRouterRows];
+        }
+        __syncwarp();
+        if (t < r.n_tokens) (void)route_token_at(r, row, t, lane);
+    }
+    cluster.sync();  // no block leaves while another reads its logits
+
+    // 3. The last block of the grid groups every pair (as the small router kernel's last block).
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+        if (last) {
+            __threadfence();
+            *arrived = 0;  // every block has counted: ready for the next launch
+        }
+    }
+    __syncthreads();
+    if (!last) return;
+    __shared__ int32_t ids[kBatchRouterMaxPairs];
+    __shared__ int32_t cnt[kBatchRouterWarps * kBatchRouterExperts];
+    const int64_t n = r.n_tokens * r.k;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ids[i] = __ldcg(r.ids + i);
+    group_pairs(g, ids, n > 32 * (kBatchRouterWarps - 1) ? kBatchRouterWarps : static_cast<int>((n + 31) / 32), cnt);
+}
+
 __global__ void moe_combine_kernel(ops::MoeCombineParams p) {
     pdl_begin();
     const int64_t t = blockIdx.y;
@@ -542,13 +702,21 @@ bool launch_moe_router_route_group(const ops::MoeRouteParams& r, const ops::MoeG
     HF2Q_ASSERT(r.router_x != nullptr && arrived != nullptr);
     if (r.n_tokens > 0) check_route(ops::routing_of(r));
     check_group(g);
-    if (r.n_tokens <= 0 || r.n_tokens > kRouterMaxTokens || r.k <= 0 || r.n_tokens * r.k > kRouterMaxPairs)
-        return false;
     const ops::WeightView& w = r.router_w;
     const int64_t xs = r.router_x_stride ? r.router_x_stride : w.n_in;
-    if (w.type != GgmlType::F32 || w.n_in % 4 != 0 || xs % 4 != 0 || w.row_bytes != static_cast<uint64_t>(w.n_in) * 4 ||
-        !aligned16(w.data) || !aligned16(r.router_x))
+    if (r.n_tokens <= 0 || r.k <= 0 || w.type != GgmlType::F32 || w.n_in % 4 != 0 || xs % 4 != 0 ||
+        w.row_bytes != static_cast<uint64_t>(w.n_in) * 4 || !aligned16(w.data) || !aligned16(r.router_x))
         return false;
+    if (HF2Q_BATCH_ROUTER && r.n_tokens >= kBatchRouterMinTokens && r.n_tokens <= kBatchRouterMaxTokens &&
+        r.n_experts == kBatchRouterExperts && w.n_in % (16 * kBatchRouterWarps) == 0 &&
+        r.n_tokens * r.k <= kBatchRouterMaxPairs) {
+        const int64_t clusters = (r.n_tokens + kBatchRouterTokens - 1) / kBatchRouterTokens;
+        launch(moe_router_batch_kernel, static_cast<unsigned>(clusters * kBatchRouterBlocks), kBatchRouterWarps * 32,
+               0, s, r, g, arrived);
+        HF2Q_CUDA_LAUNCH_CHECK();
+        return true;
+    }
+    if (r.n_tokens > kRouterMaxTokens || r.n_tokens * r.k > kRouterMaxPairs) return false;
     const int n_warps = static_cast<int>((r.n_tokens * r.k + 31) / 32);  // 32 pairs per counting warp
     const size_t smem = static_cast<size_t>(r.n_tokens * r.n_experts + n_warps * r.n_experts) * sizeof(float);
     launch(moe_router_route_group_kernel, static_cast<unsigned>(r.n_experts), kRouterThreads, smem, s, r, g,
