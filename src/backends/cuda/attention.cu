@@ -30,10 +30,11 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/q8.cuh"
 
-// 1 (default on this branch): the split kernel and the combiner write the output's BF16
-// rows (out_bf16) from the values they hold, so the output projection of a batched decode
-// step (17-64 sequences) needs no conversion kernel (30 a step of the 26B-A4B); 0: a
-// separate pass converts out, the cost the matmul paid before, for the A/B (out/s51d.sh).
+// 1 (default): the split kernel and the combiner write the output's BF16 rows (out_bf16)
+// from the values they hold, so the output projection of a batched decode step (17-64
+// sequences) needs no conversion kernel (30 a step of the 26B-A4B; H100, 64 sequences int8
+// 5,166-5,172 -> 5,190-5,202 tokens/s, session 51); 0: a separate pass converts out, the
+// cost the matmul paid before, for the A/B (out/s51e.sh).
 #ifndef HF2Q_ATTN_BF16_ROWS
 #define HF2Q_ATTN_BF16_ROWS 1
 #endif
