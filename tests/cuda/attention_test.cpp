@@ -227,6 +227,18 @@ class CudaAttention : public ::testing::Test {
         return d;
     }
 
+    // An n_out × n Q4_K weight of N(0, 0.05) values on the device: the output projection
+    // that the prepared and BF16 output tests run on attention's output.
+    ops::WeightView random_projection(int64_t n_out, int64_t n, std::mt19937& wrng) {
+        std::normal_distribution<float> g(0.0f, 0.05f);
+        std::vector<float> wf(static_cast<size_t>(n_out * n));
+        for (float& x : wf) x = g(wrng);
+        const uint64_t row_bytes = *ggml_row_size(GgmlType::Q4_K, static_cast<uint64_t>(n));
+        std::vector<uint8_t> wq(row_bytes * n_out);
+        quant::quantize(GgmlType::Q4_K, wf.data(), wq.data(), n_out, n, nullptr);
+        return {GgmlType::Q4_K, n, n_out, row_bytes, dev(wq)};
+    }
+
     // Device copies of a setup, and the parameter structs of both backends.
     struct Bound {
         ops::AttentionParams host, device;
@@ -759,13 +771,7 @@ TEST_P(CudaAttentionKv, PreparedOutput) {
         EXPECT_EQ(first_bit_diff(with_prep, plain), -1) << what << ": out changed by out_prep";
 
         // The matmul on out: quantizing it itself, then reading the prepared rows.
-        std::normal_distribution<float> g(0.0f, 0.05f);
-        std::vector<float> wf(static_cast<size_t>(kOut * n));
-        for (float& x : wf) x = g(wrng);
-        const uint64_t row_bytes = *ggml_row_size(GgmlType::Q4_K, static_cast<uint64_t>(n));
-        std::vector<uint8_t> wq(row_bytes * kOut);
-        quant::quantize(GgmlType::Q4_K, wf.data(), wq.data(), kOut, n, nullptr);
-        const ops::WeightView w{GgmlType::Q4_K, n, kOut, row_bytes, dev(wq)};
+        const ops::WeightView w = random_projection(kOut, n, wrng);
         const size_t ny = static_cast<size_t>(T * kOut);
         ops::MatmulParams m{w, p.out, gpu->alloc_array<float>(ny), T};
         gpu->matmul(m);
@@ -856,13 +862,7 @@ TEST_P(CudaAttentionKv, Bf16Output) {
             EXPECT_EQ(first_bit_diff(got, want), -1) << what << ": BF16 rows";
 
             // The output projection, converting out itself, then reading the rows.
-            std::normal_distribution<float> g(0.0f, 0.05f);
-            std::vector<float> wf(static_cast<size_t>(kOut * n));
-            for (float& x : wf) x = g(wrng);
-            const uint64_t row_bytes = *ggml_row_size(GgmlType::Q4_K, static_cast<uint64_t>(n));
-            std::vector<uint8_t> wq(row_bytes * kOut);
-            quant::quantize(GgmlType::Q4_K, wf.data(), wq.data(), kOut, n, nullptr);
-            const ops::WeightView w{GgmlType::Q4_K, n, kOut, row_bytes, dev(wq)};
+            const ops::WeightView w = random_projection(kOut, n, wrng);
             const size_t ny = static_cast<size_t>(T * kOut);
             ops::MatmulParams m{w, p.out, gpu->alloc_array<float>(ny), T};
             gpu->matmul(m);
