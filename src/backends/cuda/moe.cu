@@ -361,6 +361,26 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
     route_then_group(r, g, ids, n_warps, cnt);
 }
 
+// Whether this block is the grid's last to count itself in at `arrived` (the same answer
+// for every thread; all call it, after a block barrier that orders the block's stores
+// before it). The cooperative-groups grid barrier's pattern: thread 0's fence and
+// increment release the block's stores, its fence after them orders the other blocks'
+// before the block's later loads (acquire). The last block resets the counter, ready
+// for the next launch and graph replays.
+__device__ __forceinline__ bool last_block_to_arrive(unsigned* arrived) {
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+        if (last) {
+            __threadfence();
+            *arrived = 0;  // every block has counted: ready for the next launch
+        }
+    }
+    __syncthreads();
+    return last;
+}
+
 // Adds x[t] · w over the float4 columns tid, tid + kRouterThreads, ... (kRouterCols
 // of them from base·kRouterThreads on, wv holding them; past n4 zeros) to acc[t].
 __device__ __forceinline__ void router_cols(const float4 (&wv)[kRouterCols], const float4* x, int64_t xs4, int64_t n4,
@@ -436,21 +456,9 @@ __global__ void __launch_bounds__(kRouterThreads)
     }
 
     // Every block publishes its logits and counts itself in; the block that counts
-    // last sees all of them. The cooperative-groups grid barrier's pattern: the
-    // barrier orders the warps' stores before thread 0's fence and increment
-    // (release), and thread 0's fence after it before the block's loads (acquire).
-    __shared__ bool last;
+    // last sees all of them.
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
-        if (last) {
-            __threadfence();
-            *arrived = 0;  // every block has counted: ready for the next launch
-        }
-    }
-    __syncthreads();
-    if (!last) return;
+    if (!last_block_to_arrive(arrived)) return;
 
     // The logits into shared memory, read from L2 (__ldcg: never a stale L1 line of
     // another SM's writes); the routing then reads them there.
@@ -608,17 +616,7 @@ __global__ void __cluster_dims__(kBatchRouterBlocks, 1, 1) __launch_bounds__(kBa
     cluster.sync();  // no block leaves while another reads its logits
 
     // 3. The last block of the grid groups every pair (as the small router kernel's last block).
-    __shared__ bool last;
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
-        if (last) {
-            __threadfence();
-            *arrived = 0;  // every block has counted: ready for the next launch
-        }
-    }
-    __syncthreads();
-    if (!last) return;
+    if (!last_block_to_arrive(arrived)) return;  // the cluster barrier above orders the ids
     __shared__ int32_t ids[kBatchRouterMaxPairs];
     __shared__ int32_t cnt[kBatchRouterWarps * kBatchRouterExperts];
     const int64_t n = r.n_tokens * r.k;
