@@ -458,12 +458,15 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     HF2Q_ASSERT(p.head_dim > 0 && p.block_size > 0 && p.window >= 0);
     HF2Q_ASSERT(p.out_prep == nullptr || p.n_heads * p.head_dim % 32 == 0);
     const int64_t D = p.head_dim;
-    // The prepared form and BF16 rows of out, by separate passes over it (paths that do
-    // not write them).
+    // The BF16 rows and the prepared form of out, by separate passes over it (paths that
+    // do not write them).
+    const int64_t n_out = p.n_heads * D;
+    auto bf16_out = [&] {
+        if (p.out_bf16 != nullptr) to_bf16_rows(p.out, n_out, p.n_tokens, n_out, p.out_bf16, s);
+    };
     auto quantize_out = [&] {
-        const int64_t n = p.n_heads * D;
-        if (p.out_prep != nullptr) launch_quantize_q8(p.out, n, p.n_tokens, n, p.out_prep, s);
-        if (p.out_bf16 != nullptr) to_bf16_rows(p.out, n, p.n_tokens, n, p.out_bf16, s);
+        if (p.out_prep != nullptr) launch_quantize_q8(p.out, n_out, p.n_tokens, n_out, p.out_prep, s);
+        bf16_out();
     };
     // The split kernel and the combiner store 4 BF16 values at a time.
     const bool bf16_stores =
@@ -522,9 +525,8 @@ void launch_attention(const ops::AttentionParams& p, const AttentionWorkspace& w
     }
     if (handled != nullptr) {
         quantize_out();
-    } else if (p.out_bf16 != nullptr && !bf16_stores) {
-        const int64_t n = p.n_heads * D;
-        to_bf16_rows(p.out, n, p.n_tokens, n, p.out_bf16, s);
+    } else if (!bf16_stores) {
+        bf16_out();  // the split kernel and the combiner wrote the prepared form
     }
 }
 
