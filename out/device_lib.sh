@@ -140,4 +140,13 @@ trace_step() {  # trace_step NAME BENCH_ARGS...: a CUPTI trace of build-gpu's be
 pool_probe() {  # pool_probe: out/pool_probe.cu (the KV pool layouts' read rate alone, seconds) into probe.txt
   nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/pool_probe out/pool_probe.cu && /tmp/pool_probe | tee $OUT/probe.txt
 }
+setdef() {  # setdef FILE NAME VALUE: a switch's default (#define NAME VALUE) in src/backends/cuda/FILE, for
+            # one-object variants built in one directory (sessions 51-52)
+  sed -i "s/^#define $2 [0-9]*\$/#define $2 $3/" src/backends/cuda/$1
+  grep -q "^#define $2 $3\$" src/backends/cuda/$1 || echo "setdef $2 $3 failed"
+}
+snap() {  # snap NAME: hf2q rebuilt in build-gpu (after setdef) and copied to build-v/NAME/bin
+  more build-gpu hf2q || { echo "snap $1 failed"; return 1; }
+  mkdir -p build-v/$1/bin && cp build-gpu/bin/hf2q build-v/$1/bin/ && el "snap $1"
+}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader

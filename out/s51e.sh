@@ -10,14 +10,6 @@
 #   git checkout wip/s51-all && mkdir -p $OUT && OUT=$OUT bash out/s51e.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
-setdef() {  # setdef FILE NAME 0|1: the switch's default in the source
-  sed -i "s/^#define $2 [01]\$/#define $2 $3/" src/backends/cuda/$1
-  grep -q "^#define $2 $3\$" src/backends/cuda/$1 || echo "setdef $2 $3 failed"
-}
-snap() {  # snap NAME: hf2q rebuilt in build-gpu and copied to build-v/NAME/bin
-  more build-gpu hf2q || { echo "snap $1 failed"; return 1; }
-  mkdir -p build-v/$1/bin && cp build-gpu/bin/hf2q build-v/$1/bin/ && el "snap $1"
-}
 rm -rf build-v
 variant build-gpu "" hf2q test_cuda_ops test_cuda_attention test_model
 el built
