@@ -623,11 +623,14 @@ int64_t first_bit_diff(const std::vector<T>& a, const std::vector<T>& b) {
 // with, wrong (too small: 1 and about half the longest sequence, which leave fewer
 // splits than the keys need) and huge all give the reference result to the tolerance
 // of the unbounded run. One token (a handful of keys, at a bucket edge, past the
-// window) and sequences of different lengths (the short ones' splits mostly empty).
+// window), sequences of different lengths (the short ones' splits mostly empty), and one
+// of 16,384 keys, whose bound of 1 leaves splits of thousands of keys (what a kernel that
+// carries a bias in its accumulators, as the i8 P·V fold does, must survive).
 TEST_P(CudaAttentionKv, DecodeWithKeyBound) {
     const std::vector<std::vector<Seq>> batches = {
         {{1, 1}},   {{20, 1}},   {{256, 1}},
         {{257, 1}}, {{3000, 1}}, {{5, 1}, {300, 1}, {1500, 1}, {40, 1}, {2048, 1}, {17, 1}},
+        {{16384, 1}},
     };
     for (int64_t D : {256, 512})
         for (bool sliding : {true, false})
