@@ -123,7 +123,7 @@ private:
     void ple(int64_t il, int64_t T, float out_scale, const float* next_norm);
     void head(const BatchView& b, const HeadOutput& out);
     void head_rows(const BatchView& b, int64_t r0, int64_t n, const HeadOutput& out);
-    void head_logits(const BatchView& b, int64_t r0, int64_t n);
+    void head_logits(const BatchView& b, int64_t r0, int64_t n, bool capped);
     void download_outputs(const HeadOutput& out, int64_t r0, int64_t n);
     void layers(const BatchView& b, const std::vector<LayerKv>& kv);
     const int32_t* feed_tokens(const BatchView& b);

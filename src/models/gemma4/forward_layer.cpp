@@ -536,10 +536,20 @@ void Forward::head(const BatchView& b, const HeadOutput& out) {
 // logits in logits_ and, for argmax, each row's argmax in argmax_ids_[r0 ..] and,
 // written by the backend into host memory, out.ids[r0 ..]; for top_k, each row's k
 // largest logits packed in topk_out_ (rows from 0; topk_parts).
+// The softcap is increasing, so the raw logits have the capped ones' argmax and top-k
+// candidates (but where the cap's rounding makes two of them equal): argmax and top_k
+// leave the V logits of a row raw and cap only the k values top_k returns, the same
+// operation on the same floats as capping every logit (a 64-sequence decode step's
+// cap read and wrote 134 MB: 82.6 us of a 12.3 ms step on an H100, session 52's trace).
+// HF2Q_CAP_EVERY_LOGIT=1 caps every logit in every mode again, for the A/B.
+#ifndef HF2Q_CAP_EVERY_LOGIT
+#define HF2Q_CAP_EVERY_LOGIT 0
+#endif
 void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, const HeadOutput& out) {
     const DecodeOutputs mode = out.mode;
     if (n <= 0) return;
-    head_logits(b, r0, n);
+    const bool cap_all = HF2Q_CAP_EVERY_LOGIT || mode == DecodeOutputs::logits;
+    head_logits(b, r0, n, cap_all);
     switch (mode) {
         case DecodeOutputs::logits:
             return;
@@ -565,6 +575,7 @@ void Forward::head_rows(const BatchView& b, int64_t r0, int64_t n, const HeadOut
             p.status = static_cast<int32_t*>(parts.status);
             p.scratch = topk_scratch_;
             be_.topk_rows(p);
+            if (!cap_all && c_.softcap > 0.0f) be_.softcap(p.values, c_.softcap, n * out.k);
             return;
         }
     }
@@ -593,8 +604,8 @@ void Forward::download_outputs(const HeadOutput& out, int64_t r0, int64_t n) {
     }
 }
 
-// Logits of output rows r0 .. r0+n (n <= kHeadChunk) into logits_.
-void Forward::head_logits(const BatchView& b, int64_t r0, int64_t n) {
+// Logits of output rows r0 .. r0+n (n <= kHeadChunk) into logits_, softcapped if capped.
+void Forward::head_logits(const BatchView& b, int64_t r0, int64_t n, bool capped) {
     if (n <= 0) return;
     const int64_t H = c_.n_embd, V = c_.n_vocab;
     const ops::WeightView& lm = w_.output.empty() ? w_.token_embd : w_.output;
@@ -609,7 +620,7 @@ void Forward::head_logits(const BatchView& b, int64_t r0, int64_t n) {
     be_.gather_rows(g);
     be_.rms_norm(norm(out_rows_, out_rows_, w_.output_norm, n, H, c_.rms_eps));
     be_.matmul(linear(lm, out_rows_, logits_, n));
-    if (c_.softcap > 0.0f) be_.softcap(logits_, c_.softcap, n * V);
+    if (capped && c_.softcap > 0.0f) be_.softcap(logits_, c_.softcap, n * V);
 }
 
 }  // namespace hf2q::gemma4
