@@ -123,6 +123,27 @@ __device__ __forceinline__ uint4 ld_weights16(const void* p) {
     return r;
 }
 
+// Whether this block is the last of the gridDim.x blocks counting on `arrived` to count
+// itself in (the same answer for every thread; all call it, after the block's stores
+// that the last block reads: behind a block barrier, or made by thread 0). The
+// cooperative-groups grid barrier's pattern: thread 0's fence and increment release the
+// block's stores, its fence after them orders the other blocks' before the block's later
+// loads (acquire). The last block resets the counter, ready for the next launch and
+// graph replays.
+__device__ __forceinline__ bool last_block_to_arrive(unsigned* arrived) {
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+        if (last) {
+            __threadfence();
+            *arrived = 0;  // every block has counted: ready for the next launch
+        }
+    }
+    __syncthreads();
+    return last;
+}
+
 // Asks L2 to fetch the 16-byte pieces that lie wholly within bytes at p, without
 // waiting and without a destination (sm_90: cp.async.bulk.prefetch, whose address and
 // size are multiples of 16; nothing outside [p, p + bytes) is touched).

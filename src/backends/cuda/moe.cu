@@ -361,26 +361,6 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
     route_then_group(r, g, ids, n_warps, cnt);
 }
 
-// Whether this block is the grid's last to count itself in at `arrived` (the same answer
-// for every thread; all call it, after a block barrier that orders the block's stores
-// before it). The cooperative-groups grid barrier's pattern: thread 0's fence and
-// increment release the block's stores, its fence after them orders the other blocks'
-// before the block's later loads (acquire). The last block resets the counter, ready
-// for the next launch and graph replays.
-__device__ __forceinline__ bool last_block_to_arrive(unsigned* arrived) {
-    __shared__ bool last;
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
-        if (last) {
-            __threadfence();
-            *arrived = 0;  // every block has counted: ready for the next launch
-        }
-    }
-    __syncthreads();
-    return last;
-}
-
 // Adds x[t] · w over the float4 columns tid, tid + kRouterThreads, ... (kRouterCols
 // of them from base·kRouterThreads on, wv holding them; past n4 zeros) to acc[t].
 __device__ __forceinline__ void router_cols(const float4 (&wv)[kRouterCols], const float4* x, int64_t xs4, int64_t n4,

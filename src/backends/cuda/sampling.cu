@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // Few long rows (a decode step's logits, one row a sequence): a row's values split
 // over gridDim.x blocks of `seg` values (whole float4s); each block writes its best
 // (value, index, NaN flag) to part, and the row's last block to finish, counted on
-// arrived[row] (the router kernel's arrival pattern, moe.cu), reduces them. The
+// arrived[row] (last_block_to_arrive, common.cuh), reduces them. The
 // reduction picks the larger value, then the lower index, as the one-block kernel
 // does, so both give the same result. The last block resets the counter.
 __global__ void __launch_bounds__(kSplitThreads)
@@ -165,20 +165,12 @@ __global__ void __launch_bounds__(kSplitThreads)
     if (b.i != kNone) b.i += begin;
     const BlockBest best = block_best(b, nan);
     uint32_t* part = ws.part + 4 * (r * gridDim.x);
-    __shared__ bool last;
     if (threadIdx.x == 0) {
         part[4 * blockIdx.x] = __float_as_uint(best.b.v);
         part[4 * blockIdx.x + 1] = static_cast<uint32_t>(best.b.i);
         part[4 * blockIdx.x + 2] = best.nan ? 1u : 0u;
-        __threadfence();  // the partial before the count
-        last = atomicAdd(ws.arrived + r, 1u) == gridDim.x - 1;
-        if (last) {
-            __threadfence();  // every block's partial is counted: read them after this
-            ws.arrived[r] = 0;
-        }
     }
-    __syncthreads();
-    if (!last) return;
+    if (!last_block_to_arrive(ws.arrived + r)) return;
     // gridDim.x <= kSplitThreads: a thread per partial, read past L1.
     Best mine{-INFINITY, kNone};
     bool mine_nan = false;
