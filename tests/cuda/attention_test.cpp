@@ -608,6 +608,23 @@ Case decode_layer(int64_t D, bool sliding, std::vector<Seq> seqs) {
     return c;
 }
 
+// c under its exact key bound (ops::AttentionParams::max_keys): short contexts then take
+// one split, so the split kernel writes the output itself.
+Case exact_bound(Case c) {
+    c.max_keys = c.exact_max_keys();
+    return c;
+}
+
+// Head size 96 with 8 query heads of 4 KV heads (768 values a row): the generic kernel.
+Case generic_head96(std::vector<Seq> seqs) {
+    Case c;
+    c.head_dim = 96;
+    c.n_kv_heads = 4;
+    c.gqa = 2;
+    c.seqs = std::move(seqs);
+    return c;
+}
+
 // Index of the first element whose bits differ (a and b of one size), or −1.
 template <class T>
 int64_t first_bit_diff(const std::vector<T>& a, const std::vector<T>& b) {
@@ -711,15 +728,11 @@ TEST_P(CudaAttentionKv, OtherHeadSizesUseGenericKernel) {
 TEST_P(CudaAttentionKv, PreparedOutput) {
     ASSERT_EQ(gpu->prepared_tokens(), 16);
     std::vector<Case> cases;
-    auto bounded = [](Case c) {
-        c.max_keys = c.exact_max_keys();
-        return c;
-    };
     for (int64_t D : {256, 512})
         for (bool sliding : {false, true}) {
-            cases.push_back(bounded(decode_layer(D, sliding, {{20, 1}})));
+            cases.push_back(exact_bound(decode_layer(D, sliding, {{20, 1}})));
             cases.push_back(decode_layer(D, sliding, {{3000, 1}}));
-            cases.push_back(bounded(decode_layer(D, sliding, {{9, 1}, {16, 1}, {5, 1}})));
+            cases.push_back(exact_bound(decode_layer(D, sliding, {{9, 1}, {16, 1}, {5, 1}})));
             cases.push_back(decode_layer(D, sliding, {{5, 1}, {700, 1}, {1500, 1}}));
             std::vector<Seq> many;
             for (int s = 0; s < 16; ++s) many.push_back({1 + (s * 97) % 1500, 1});
@@ -734,16 +747,11 @@ TEST_P(CudaAttentionKv, PreparedOutput) {
         c.n_kv_heads = 2;
         c.gqa = 2;
         c.seqs = {{20, 1}, {12, 1}};
-        cases.push_back(bounded(c));
+        cases.push_back(exact_bound(c));
         c.seqs = {{3000, 1}};
         cases.push_back(c);
     }
-    Case generic;  // 8 heads of 96: 768 values a row
-    generic.head_dim = 96;
-    generic.n_kv_heads = 4;
-    generic.gqa = 2;
-    generic.seqs = {{40, 1}, {17, 1}};
-    cases.push_back(generic);
+    cases.push_back(generic_head96({{40, 1}, {17, 1}}));
 
     std::mt19937 wrng(7);
     constexpr int64_t kOut = 64;  // rows of the matmul weight
@@ -814,26 +822,19 @@ TEST_P(CudaAttentionKv, PreparedOutput) {
 TEST_P(CudaAttentionKv, Bf16Output) {
     ASSERT_TRUE(gpu->reads_bf16_rows(17));
     std::vector<Case> cases;
-    auto bounded = [](Case c) {
-        c.max_keys = c.exact_max_keys();
-        return c;
-    };
     for (int64_t D : {256, 512}) {
         std::vector<Seq> short_seqs, long_seqs;
         for (int i = 0; i < 20; ++i) {
             short_seqs.push_back({1 + (i * 7) % 30, 1});
             long_seqs.push_back({300 + (i * 97) % 1500, 1});
         }
-        cases.push_back(bounded(decode_layer(D, true, short_seqs)));
+        cases.push_back(exact_bound(decode_layer(D, true, short_seqs)));
         cases.push_back(decode_layer(D, false, long_seqs));
         cases.push_back(decode_layer(D, true, {{100, 20}}));
     }
-    Case generic;  // 8 heads of 96: 768 values a row
-    generic.head_dim = 96;
-    generic.n_kv_heads = 4;
-    generic.gqa = 2;
-    for (int i = 0; i < 18; ++i) generic.seqs.push_back({5 + i, 1});
-    cases.push_back(generic);
+    std::vector<Seq> generic;
+    for (int i = 0; i < 18; ++i) generic.push_back({5 + i, 1});
+    cases.push_back(generic_head96(generic));
 
     std::mt19937 wrng(11);
     constexpr int64_t kOut = 64;  // rows of the matmul weight
