@@ -149,16 +149,16 @@ static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GE
 #endif
 // 1 (default): Q4_K weights with a scaled copy (GemvArgs::w_scaled, made at load by
 // repack_q4k_scaled) are read from it; 0: from their blocks as stored, for the A/B.
-// Why: the kernel is bound by issuing instructions (sessions 19-37), and a paired
+// Why: sessions 19-37 read the kernel as bound by issuing instructions, and a paired
 // unit spent about a quarter of its 70.5-82.5 (SASS) decoding the 6-bit scales and
 // mins of the 12-byte header and converting and multiplying them. The copy keeps
 // every sub-block's d·scale and dmin·min as one half2, so a lane loads 4 bytes a row
 // and converts two halves. Its 160-byte blocks are 11 % more bytes than Q4_K's 144.
 // SASS of the GEGLU launch's unit loops: paired passes 70.5 / 82.5 -> 55.5 instructions
 // a unit, full passes 101.5 / 125.5 -> 75. H100, session 53 (DISABLED_MoeThroughput):
-// geglu at 512 routed rows 130.8 -> 126.8 us, at 4,096 610.2 -> 558.9 us; 64 sequences
-// int8 +0.2 %, f16 -0.2 %, 32 sequences int8 -1.1 % (docs/performance.md). The H100's
-// DRAM bounds the kernel at 512 rows; the H200's 43 % more bandwidth is its test.
+// geglu at 512 routed rows 130.8 -> 126.8 us (so the instruction count does not bound
+// that shape there), at 4,096 610.2 -> 558.9 us; 64 sequences int8 +0.2 %, f16 -0.2 %,
+// 32 sequences int8 -1.1 % (docs/performance.md). An H200 decides.
 #ifndef HF2Q_GEMV_MMA_Q4K_SCALED
 #define HF2Q_GEMV_MMA_Q4K_SCALED 1
 #endif
