@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "quant/quant.h"
+#include "quant/quant_impl.h"
 #include "runtime/backend_factory.h"
 
 using namespace hf2q;
@@ -1191,16 +1192,9 @@ TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
 
 namespace {
 
-// Q4_K's 6-bit scale (min) of sub-block j from a block's 12 header bytes, as ggml's
-// get_scale_min_k4.
-int q4k_header_scale(const uint8_t* s, int j, bool min) {
-    if (j < 4) return (min ? s[j + 4] : s[j]) & 63;
-    return min ? (s[j + 4] >> 4) | ((s[j] >> 6) << 4) : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-}
-
 // Q4_K's scaled copy as gemv_mma.h describes it, made on the host from the blocks of
 // E experts of F rows of H values (expert_bytes apart): the reference the device's
-// repack must equal byte for byte.
+// repack must equal byte for byte (the scales as the CPU's Q4_K decoding reads them).
 std::vector<uint8_t> q4k_scaled_reference(const std::vector<uint8_t>& wq, uint64_t row_bytes, uint64_t expert_bytes,
                                           int64_t E, int64_t F, int64_t H) {
     const int64_t nb = H / 256;
@@ -1216,8 +1210,10 @@ std::vector<uint8_t> q4k_scaled_reference(const std::vector<uint8_t>& wq, uint64
                 std::memcpy(&mh, src + 2, 2);
                 const float d = quant::fp16_to_fp32(dh), dmin = quant::fp16_to_fp32(mh);
                 for (int j = 0; j < 8; ++j) {
-                    const uint16_t hs = quant::fp32_to_fp16(d * static_cast<float>(q4k_header_scale(src + 4, j, false)));
-                    const uint16_t hm = quant::fp32_to_fp16(dmin * static_cast<float>(q4k_header_scale(src + 4, j, true)));
+                    int sc = 0, mn = 0;
+                    quant::detail::get_scale_min_k4(j, src + 4, &sc, &mn);
+                    const uint16_t hs = quant::fp32_to_fp16(d * static_cast<float>(sc));
+                    const uint16_t hm = quant::fp32_to_fp16(dmin * static_cast<float>(mn));
                     std::memcpy(dst + 4 * j, &hs, 2);
                     std::memcpy(dst + 4 * j + 2, &hm, 2);
                 }
