@@ -51,6 +51,12 @@ struct ModelLoadOptions {
     // 26B-A4B Q4_K_M: 64 sequences 2.8k -> 3.3k tokens/s, pp512 +6 %
     // (docs/performance.md).
     BatchCopy batch_copy = BatchCopy::automatic;
+    // Device backends may keep a second copy of the experts in a layout their
+    // batched-decode expert product reads faster (CUDA: Q4_K experts with their
+    // scales decoded, 11 % more than their size: about 9.5 GB for the 26B-A4B's
+    // gate_up), made after the batch copies where it leaves room. Its scales are
+    // rounded to f16, so batched results move by rounding (about 2^-12 of a value).
+    bool expert_layouts = true;
 };
 
 // Facts about a loaded model for frontends.

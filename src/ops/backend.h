@@ -107,6 +107,18 @@ public:
         return nullptr;
     }
 
+    // A copy of the n_expert experts of a 3-D weight (first: expert 0's view, already
+    // in this backend's memory; expert_bytes apart) in a layout of the backend's own
+    // that its expert products of batched decode read faster, for
+    // WeightView::expert_layout; null where the backend has none for that type and
+    // shape or the copy would not leave room. Freed with the backend. Default: none.
+    virtual const void* expert_layout(const WeightView& first, uint64_t expert_bytes, int64_t n_expert) {
+        (void)first;
+        (void)expert_bytes;
+        (void)n_expert;
+        return nullptr;
+    }
+
     // Weight w (already in this backend's memory) expanded to BF16 rows once, for
     // WeightView::batch_layout: the backend's matmuls of batches above its GEMV range
     // then skip the per-call expansion. Costs 2 bytes per value (about 3.5 times a

@@ -25,6 +25,11 @@ struct WeightView {
     // which a device backend's matmuls of many tokens read instead of expanding `data`
     // on every call. The result is the same bit for bit.
     const void* batch_layout = nullptr;
+    // Optional, on a 3-D expert tensor's first view (expert 0): every expert again in
+    // a layout of the backend's own that its batched-decode expert product reads
+    // faster (Backend::expert_layout; the CUDA backend's Q4_K with its scales decoded,
+    // rounded to f16: results move by rounding, about 2^-12 of a value).
+    const void* expert_layout = nullptr;
 
     bool empty() const { return data == nullptr; }
 };

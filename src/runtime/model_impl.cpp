@@ -30,7 +30,7 @@ const gemma4::Weights& ModelImpl::weights_on(BackendKind kind) const {
     std::lock_guard<std::mutex> lock(device_mutex_);
     if (!device_store_) {
         auto store = make_weight_store(kind);
-        device_weights_ = gemma4::place_weights(weights_, *store, {opts_.decode_layouts, opts_.batch_copy});
+        device_weights_ = gemma4::place_weights(weights_, *store, {opts_.decode_layouts, opts_.batch_copy, opts_.expert_layouts});
         device_store_ = std::move(store);
     }
     return device_weights_;

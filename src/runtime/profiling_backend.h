@@ -51,6 +51,9 @@ class ProfilingBackend final : public ops::Backend {
     size_t free_memory() const override { return inner_->free_memory(); }
     uint64_t allocated_bytes() const override { return inner_->allocated_bytes(); }
     const void* decode_layout(const ops::WeightView& w) override { return inner_->decode_layout(w); }
+    const void* expert_layout(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) override {
+        return inner_->expert_layout(w, expert_bytes, n_expert);
+    }
     const void* batch_layout(const ops::WeightView& w) override { return inner_->batch_layout(w); }
     uint64_t batch_layout_bytes(const ops::WeightView& w) const override { return inner_->batch_layout_bytes(w); }
     void batch_layouts(std::span<ops::WeightView* const> ws) override { inner_->batch_layouts(ws); }

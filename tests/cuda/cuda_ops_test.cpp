@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "quant/quant.h"
+#include "quant/quant_impl.h"
 #include "runtime/backend_factory.h"
 
 using namespace hf2q;
@@ -1189,6 +1190,158 @@ TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
     }
 }
 
+namespace {
+
+// Q4_K's scaled copy as gemv_mma.h describes it, made on the host from the blocks of
+// E experts of F rows of H values (expert_bytes apart): the reference the device's
+// repack must equal byte for byte (the scales as the CPU's Q4_K decoding reads them).
+std::vector<uint8_t> q4k_scaled_reference(const std::vector<uint8_t>& wq, uint64_t row_bytes, uint64_t expert_bytes,
+                                          int64_t E, int64_t F, int64_t H) {
+    const int64_t nb = H / 256;
+    std::vector<uint8_t> out(static_cast<size_t>(E * F * nb) * 160);
+    for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = 0; r < F; ++r)
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t* src = wq.data() + static_cast<uint64_t>(e) * expert_bytes +
+                                     static_cast<uint64_t>(r) * row_bytes + static_cast<uint64_t>(b) * 144;
+                uint8_t* dst = out.data() + static_cast<size_t>((e * F + r) * nb + b) * 160;
+                uint16_t dh = 0, mh = 0;
+                std::memcpy(&dh, src, 2);
+                std::memcpy(&mh, src + 2, 2);
+                const float d = quant::fp16_to_fp32(dh), dmin = quant::fp16_to_fp32(mh);
+                for (int j = 0; j < 8; ++j) {
+                    int sc = 0, mn = 0;
+                    quant::detail::get_scale_min_k4(j, src + 4, &sc, &mn);
+                    const uint16_t hs = quant::fp32_to_fp16(d * static_cast<float>(sc));
+                    const uint16_t hm = quant::fp32_to_fp16(dmin * static_cast<float>(mn));
+                    std::memcpy(dst + 4 * j, &hs, 2);
+                    std::memcpy(dst + 4 * j + 2, &hm, 2);
+                }
+                std::memcpy(dst + 32, src + 16, 128);
+            }
+    return out;
+}
+
+// The grouped product of routed rows (grouping off, x rows gathered by rows) with the
+// weights as the scaled copy holds them (scaled: E experts of F rows of H values), in
+// double: each 32-value sub-block's d·scale · Σ q·x − dmin·min · Σ x.
+std::vector<float> q4k_scaled_product(const std::vector<uint8_t>& scaled, int64_t E, int64_t F, int64_t H,
+                                      const std::vector<int32_t>& off, const std::vector<int32_t>& rows,
+                                      const std::vector<float>& x) {
+    const int64_t nb = H / 256;
+    std::vector<float> y(rows.size() * static_cast<size_t>(F));
+    for (int64_t e = 0; e < E; ++e)
+        for (int32_t r = off[static_cast<size_t>(e)]; r < off[static_cast<size_t>(e) + 1]; ++r) {
+            const float* xr = x.data() + static_cast<int64_t>(rows[static_cast<size_t>(r)]) * H;
+            for (int64_t o = 0; o < F; ++o) {
+                double acc = 0;
+                for (int64_t b = 0; b < nb; ++b) {
+                    const uint8_t* blk = scaled.data() + static_cast<size_t>((e * F + o) * nb + b) * 160;
+                    for (int j = 0; j < 8; ++j) {
+                        uint16_t hs = 0, hm = 0;
+                        std::memcpy(&hs, blk + 4 * j, 2);
+                        std::memcpy(&hm, blk + 4 * j + 2, 2);
+                        double qx = 0, sx = 0;
+                        for (int k = 0; k < 32; ++k) {
+                            const int q = (blk[32 + 32 * (j / 2) + k] >> (4 * (j % 2))) & 15;
+                            const double v = xr[b * 256 + 32 * j + k];
+                            qx += q * v;
+                            sx += v;
+                        }
+                        acc += quant::fp16_to_fp32(hs) * qx - quant::fp16_to_fp32(hm) * sx;
+                    }
+                }
+                y[static_cast<size_t>(r) * static_cast<size_t>(F) + static_cast<size_t>(o)] = static_cast<float>(acc);
+            }
+        }
+    return y;
+}
+
+}  // namespace
+
+// ops::Backend::expert_layout: Q4_K experts get the scaled copy (gemv_mma.h), byte for
+// byte the host's (scales decoded, multiplied out and rounded to f16 once; quants as
+// stored), experts apart by more than their rows (a gap of 16 bytes) included. None
+// for other types, rows of a partial block, the CPU backend, or a scale past f16's
+// range (the experts' blocks then serve).
+TEST_F(CudaOps, ExpertScaledLayoutRepacksTheScales) {
+    const int64_t E = 3, F = 37;
+    for (const int64_t H : {256, 2816}) {
+        const auto [wq0, row_bytes] = random_quantized(GgmlType::Q4_K, E * F, H, 0.05f);
+        const uint64_t expert_bytes = row_bytes * F + 16;
+        std::vector<uint8_t> wq(expert_bytes * E, 0);
+        for (int64_t e = 0; e < E; ++e)
+            std::memcpy(wq.data() + e * expert_bytes, wq0.data() + e * F * row_bytes, row_bytes * F);
+        const ops::WeightView w{GgmlType::Q4_K, H, F, row_bytes, dev(wq)};
+        const void* layout = gpu->expert_layout(w, expert_bytes, E);
+        ASSERT_NE(layout, nullptr) << "H=" << H;
+        const size_t bytes = static_cast<size_t>(E * F * (H / 256)) * 160;
+        const auto want = q4k_scaled_reference(wq, row_bytes, expert_bytes, E, F, H);
+        ASSERT_EQ(want.size(), bytes);
+        EXPECT_EQ(host(static_cast<const uint8_t*>(layout), bytes), want) << "H=" << H;
+        EXPECT_EQ(cpu->expert_layout({GgmlType::Q4_K, H, F, row_bytes, wq.data()}, expert_bytes, E), nullptr);
+    }
+    // A block whose d·scale is finite in f32 but past f16's range: no copy.
+    auto [wq, row_bytes] = random_quantized(GgmlType::Q4_K, 2 * F, 256, 0.05f);
+    const uint16_t big = quant::fp32_to_fp16(60000.0f);
+    std::memcpy(wq.data() + F * row_bytes + 144 * 0, &big, 2);  // expert 1, row 0: d
+    wq[F * row_bytes + 4] |= 63;                                 // its sub-block 0's scale: 63
+    EXPECT_EQ(gpu->expert_layout({GgmlType::Q4_K, 256, F, row_bytes, dev(wq)}, row_bytes * F, 2), nullptr);
+    const auto [w5, rb5] = random_quantized(GgmlType::Q5_0, 2 * F, 256, 0.05f);
+    EXPECT_EQ(gpu->expert_layout({GgmlType::Q5_0, 256, F, rb5, dev(w5)}, rb5 * F, 2), nullptr);
+    EXPECT_EQ(gpu->expert_layout({GgmlType::Q4_K, 256, F, row_bytes, nullptr}, row_bytes * F, 2), nullptr);
+}
+
+// The tensor-core expert GEMV reading the scaled copy: every routed row the double
+// product of the weights the copy holds (f16 scales), on the integer GEMV's grid, for
+// the pass kinds of GroupedIntegerGemvPassBoundaries (1-4 rows a paired pass, 5-8 a
+// full one, more in several), tiles in turn (up to 8 rows an expert on average) and
+// one tile a block (more), partial tiles; and within f16 rounding of the scales of the
+// product from the blocks as stored.
+TEST_F(CudaOps, ExpertScaledLayoutMatchesItsReference) {
+    const std::vector<int> few = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 0, 1, 4};
+    const std::vector<int> many = {9, 10, 11, 12, 13, 14, 15, 16, 17, 9, 10, 11, 12, 13, 14, 1};
+    for (const auto* counts : {&few, &many}) {
+        const int64_t E = static_cast<int64_t>(counts->size());
+        std::vector<int32_t> ids;
+        for (int round = 0; round < 17; ++round)
+            for (int64_t e = 0; e < E; ++e)
+                if (round < (*counts)[static_cast<size_t>(e)]) ids.push_back(static_cast<int32_t>(e));
+        const int64_t T = static_cast<int64_t>(ids.size());
+        for (const int64_t F : {37, 100})
+            for (const int64_t H : {256, 2816}) {
+                const std::string what = "T=" + std::to_string(T) + " F=" + std::to_string(F) + " H=" +
+                                         std::to_string(H);
+                const size_t n = ids.size();
+                std::vector<int32_t> off(static_cast<size_t>(E + 1)), rows(n), slot(n);
+                cpu->moe_group({ids.data(), T, 1, E, off.data(), rows.data(), slot.data()});
+                const auto [wq, row_bytes] = random_quantized(GgmlType::Q4_K, E * F, H, 0.05f);
+                const auto x = q8_grid_activations(rng, T, H);
+                ops::MoeMatmulParams m;
+                m.w = {GgmlType::Q4_K, H, F, row_bytes, dev(wq)};
+                m.expert_bytes = row_bytes * static_cast<uint64_t>(F);
+                m.n_experts = E;
+                m.offsets = dev(off);
+                m.x_rows = dev(rows);
+                m.x = dev(x);
+                m.n_rows = static_cast<int64_t>(n);
+                m.y = gpu->alloc_array<float>(n * static_cast<size_t>(F));
+                gpu->moe_matmul(m);
+                const auto plain = host(m.y, n * static_cast<size_t>(F));
+                m.w.expert_layout = gpu->expert_layout(m.w, m.expert_bytes, E);
+                ASSERT_NE(m.w.expert_layout, nullptr) << what;
+                m.y = gpu->alloc_array<float>(n * static_cast<size_t>(F));
+                gpu->moe_matmul(m);
+                const auto got = host(m.y, n * static_cast<size_t>(F));
+                const auto scaled = q4k_scaled_reference(wq, row_bytes, m.expert_bytes, E, F, H);
+                EXPECT_LT(rel_err(got, q4k_scaled_product(scaled, E, F, H, off, rows, x)), 2e-6) << what;
+                const double moved = rel_err(got, plain);
+                EXPECT_LT(moved, 1e-3) << what;
+                EXPECT_GT(moved, 0.0) << what << ": the copy was not read";
+            }
+    }
+}
+
 // Several weights on one input (q/k/v, gate/up): the same results as one matmul per
 // weight, to the bit (the activations are quantized once and each row is computed
 // as in its own launch), with types that share a launch, a type of its own launch,
@@ -1466,14 +1619,19 @@ TEST_F(CudaOps, PreparedExpertDownInputsInBatchedDecode) {
 // one expert given every token (up to 8 passes) and experts without rows; F = 32 (one
 // block of 32 gate rows) and 704 (the 26B-A4B's), H = 256 and 2816; a padded output
 // stride whose padding keeps its sentinel. The fused launch leaves the scratch
-// untouched, so the test knows it ran.
+// untouched, so the test knows it ran. Both with the experts' blocks as stored and
+// with their scaled copy (ops::Backend::expert_layout), which both runs then read.
 TEST_F(CudaOps, ExpertGegluEpilogueMatchesTheTwoOps) {
     const float kSentinel = -7.25f;
     const int64_t E = 64, K = 8;
     const std::pair<int64_t, int64_t> shapes[] = {{256, 32}, {256, 704}, {2816, 32}};  // H, F
     for (const auto& [H, F] : shapes) {
         const auto [wgu, gurb] = random_quantized(GgmlType::Q4_K, E * 2 * F, H, 0.05f);
-        const ops::WeightView gate_up{GgmlType::Q4_K, H, 2 * F, gurb, dev(wgu)};
+        const ops::WeightView plain{GgmlType::Q4_K, H, 2 * F, gurb, dev(wgu)};
+        ops::WeightView scaled = plain;  // the scaled copy (gemv_mma.h) in both runs
+        scaled.expert_layout = gpu->expert_layout(plain, gurb * static_cast<uint64_t>(2 * F), E);
+        ASSERT_NE(scaled.expert_layout, nullptr);
+        for (const ops::WeightView& gate_up : {plain, scaled})
         for (int64_t T : {9, 40, 64}) {
             for (bool skewed : {false, true}) {
                 auto ids = random_routing(rng, T, K, E / 2);  // experts 32..63 stay idle
@@ -1481,7 +1639,8 @@ TEST_F(CudaOps, ExpertGegluEpilogueMatchesTheTwoOps) {
                     for (int64_t t = 0; t < T; ++t) ids[static_cast<size_t>(t * K + K - 1)] = 40;
                 const int64_t n = T * K, ys = F + 32;
                 const std::string what = "H=" + std::to_string(H) + " F=" + std::to_string(F) +
-                                         " T=" + std::to_string(T) + (skewed ? " skewed" : "");
+                                         " T=" + std::to_string(T) + (skewed ? " skewed" : "") +
+                                         (gate_up.expert_layout ? " scaled" : "");
                 ops::MoeMatmulParams g = routed_gate_up(ids, T, K, E, gate_up);
                 g.y_stride = ys;
                 const size_t sn = static_cast<size_t>(n * 2 * F), yn = static_cast<size_t>(n * ys);
@@ -2718,10 +2877,13 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
         const char* name;
         GgmlType type;
         int64_t n_in, n_out;
+        bool scaled = false;  // from the scaled copy (ops::Backend::expert_layout; GB/s: of the blocks)
     };
     for (const Shape& sh : {Shape{"gate_up", GgmlType::Q4_K, 2816, 1408}, Shape{"geglu", GgmlType::Q4_K, 2816, 1408},
+                            Shape{"gate_up/s", GgmlType::Q4_K, 2816, 1408, true},
+                            Shape{"geglu/s", GgmlType::Q4_K, 2816, 1408, true},
                             Shape{"down", GgmlType::Q5_0, 704, 2816}, Shape{"down8", GgmlType::Q8_0, 704, 2816}}) {
-        const bool glu = std::string(sh.name) == "geglu";  // gate_up with the GEGLU epilogue
+        const bool glu = std::string(sh.name).rfind("geglu", 0) == 0;  // gate_up with the GEGLU epilogue
         const int64_t H = sh.n_in, F2 = sh.n_out;
         const uint64_t row_bytes = *ggml_row_size(sh.type, static_cast<uint64_t>(H));
         std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(E * F2));
@@ -2734,6 +2896,11 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
             }
         }
         const void* dw = dev(wq);
+        const void* layout =
+            sh.scaled ? gpu->expert_layout({sh.type, H, F2, row_bytes, dw}, row_bytes * F2, E) : nullptr;
+        if (sh.scaled) {
+            EXPECT_NE(layout, nullptr) << sh.name;
+        }
         for (int64_t T : {1, 8, 64, 512, 4096}) {
             const auto ids = random_routing(rng, T, K, E);
             const size_t n = ids.size();
@@ -2746,6 +2913,7 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
             ops::MoeMatmulParams m;
             m.w = {sh.type, H, F2, row_bytes, dw};
             m.expert_bytes = row_bytes * F2;
+            m.w.expert_layout = layout;
             m.n_experts = E;
             m.offsets = doff;
             m.x_rows = drows;
@@ -2763,7 +2931,7 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
                 if (!with_host && T > 512) continue;
                 m.host_offsets = with_host ? off.data() : nullptr;
                 const double s = time_calls(*gpu, 5, [&] { gpu->moe_matmul(m); });
-                std::printf("[ perf ] moe %-7s T=%5ld %-12s %9.1f us %8.1f GB/s %8.1f TFLOP/s (group %.1f us)\n",
+                std::printf("[ perf ] moe %-9s T=%5ld %-12s %9.1f us %8.1f GB/s %8.1f TFLOP/s (group %.1f us)\n",
                             sh.name, static_cast<long>(T), with_host ? "host offsets" : "device only", s * 1e6,
                             bytes / s / 1e9, flops / s / 1e12, sg * 1e6);
             }

@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/gemv.h"
+#include "backends/cuda/gemv_mma.h"
 #include "backends/cuda/kernels.h"
 #include "core/checked.h"
 #include "core/progress.h"
@@ -157,12 +158,20 @@ public:
             cudaMemGetInfo(&free_b, &total_b);
             fail("out of GPU memory: allocating ", format_bytes(bytes), " with ", format_bytes(free_b), " free of ",
                  format_bytes(total_b), " (", format_bytes(bytes > free_b ? bytes - free_b : 0),
-                 " missing); use a smaller quant type, context or batch, or fewer weight copies (hf2q: --batch-copy off, --no-head-copy)");
+                 " missing); use a smaller quant type, context or batch, or fewer weight copies (hf2q: --batch-copy off, --no-head-copy, --no-expert-copy)");
         }
         HF2Q_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes + kAllocSlack, stream_));
         allocs_.push_back(p);
         allocated_ += bytes;
         return p;
+    }
+    // Frees p, the last allocation alloc() made (bytes as asked for).
+    void release(void* p, size_t bytes) {
+        HF2Q_ASSERT(!allocs_.empty() && allocs_.back() == p);
+        HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        HF2Q_CUDA_CHECK(cudaFree(p));
+        allocs_.pop_back();
+        allocated_ -= bytes;
     }
     void upload(void* dst, const void* src, size_t bytes) override {
         if (bytes == 0) return;
@@ -303,6 +312,22 @@ public:
                                  w.n_in, stream_);
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return d;
+    }
+
+    // Q4_K experts: the scaled copy (gemv_mma.h) the tensor-core expert GEMV of
+    // batched decode reads, 11 % more bytes than the experts (the 26B-A4B's gate_up:
+    // about 9.5 GB). Only where it leaves kDecodeLayoutHeadroom free, and not where a
+    // scale would overflow f16 (the experts' own blocks then serve).
+    const void* expert_layout(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) override {
+        if (!q4k_scaled_supported(w, expert_bytes, n_expert)) return nullptr;
+        const std::optional<uint64_t> rows =
+            checked_mul(static_cast<uint64_t>(w.n_out), static_cast<uint64_t>(n_expert));
+        const std::optional<uint64_t> bytes = rows ? checked_mul(*rows, q4k_scaled_row_bytes(w.n_in)) : std::nullopt;
+        if (!copy_fits(bytes)) return nullptr;
+        void* d = alloc(static_cast<size_t>(*bytes));
+        if (repack_q4k_scaled(w, expert_bytes, n_expert, static_cast<uint8_t*>(d), stream_)) return d;
+        release(d, static_cast<size_t>(*bytes));
+        return nullptr;
     }
 
     // Every type the expansion decodes except BF16 rows, which gemm_bf16 reads as

@@ -41,6 +41,9 @@ struct GemvArgs {
     // (q8.cuh, n_rows rows of glu values).
     int64_t glu = 0;
     void* y_prep = nullptr;
+    // Q4_K experts only: the same experts in the scaled copy (gemv_mma.h,
+    // ops::WeightView::expert_layout), which the tensor-core kernel reads instead of w.
+    const uint8_t* w_scaled = nullptr;
 };
 
 // The arguments for y = x · Wᵀ (strides 0 mean dense rows); callers add the rows or

@@ -47,6 +47,8 @@
 //
 // Results: the same integer sums per block as the dp4a kernel, scaled and added in
 // another order (within float rounding of it; tests/cuda/cuda_ops_test.cpp).
+#include <algorithm>
+
 #include "backends/cuda/byte_lanes.cuh"
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/dequant.cuh"
@@ -145,6 +147,21 @@ static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GE
 #ifndef HF2Q_GEMV_MMA_L2_NEXT
 #define HF2Q_GEMV_MMA_L2_NEXT 1
 #endif
+// 1 (default): Q4_K weights with a scaled copy (GemvArgs::w_scaled, made at load by
+// repack_q4k_scaled) are read from it; 0: from their blocks as stored, for the A/B.
+// Why: sessions 19-37 read the kernel as bound by issuing instructions, and a paired
+// unit spent about a quarter of its 70.5-82.5 (SASS) decoding the 6-bit scales and
+// mins of the 12-byte header and converting and multiplying them. The copy keeps
+// every sub-block's d·scale and dmin·min as one half2, so a lane loads 4 bytes a row
+// and converts two halves. Its 160-byte blocks are 11 % more bytes than Q4_K's 144.
+// SASS of the GEGLU launch's unit loops: paired passes 70.5 / 82.5 -> 55.5 instructions
+// a unit, full passes 101.5 / 125.5 -> 75. H100, session 53 (DISABLED_MoeThroughput):
+// geglu at 512 routed rows 130.8 -> 126.8 us (so the instruction count does not bound
+// that shape there), at 4,096 610.2 -> 558.9 us; 64 sequences int8 +0.2 %, f16 -0.2 %,
+// 32 sequences int8 -1.1 % (docs/performance.md). An H200 decides.
+#ifndef HF2Q_GEMV_MMA_Q4K_SCALED
+#define HF2Q_GEMV_MMA_Q4K_SCALED 1
+#endif
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -173,6 +190,13 @@ __device__ __forceinline__ uint32_t lds4_a2(uint32_t a) {
     uint32_t w0, w1;
     asm volatile("ld.shared.u32 %0, [%2];\n\tld.shared.u32 %1, [%2+4];\n" : "=r"(w0), "=r"(w1) : "r"(a & ~3u));
     return __funnelshift_r(w0, w1, (a & 3) * 8);
+}
+
+// 4 bytes at an aligned 32-bit shared address.
+__device__ __forceinline__ uint32_t lds4(uint32_t a) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a));
+    return v;
 }
 
 // 16 (8) bytes at an aligned 32-bit shared address.
@@ -236,21 +260,30 @@ __device__ __forceinline__ void kscale_pair(const uint4& hd, uint32_t sel, uint3
 // A warp's units all have chunk c = warp (kWarps == 4), so the lane's sub-block 2c +
 // t / 2 is fixed: kLow (c < 2) picks the branch of the scale decoding at compile
 // time, and sel is the byte of the header that holds the pair.
-template <bool kLow>
+template <bool kLow, bool kScaled>
 struct PairUnit {
     uint32_t a[2][4];
     float d[2], m[2];
-    // row: the 32-bit shared addresses of rows g and g + 8; off: the Q4_K block's
-    // offset in them; qoff: the lane's 8 quant bytes in the block.
+    // row: the 32-bit shared addresses of rows g and g + 8; off: the block's offset in
+    // them; qoff: the lane's 8 quant bytes in the block; sel: where the lane's scale
+    // and min are (the header's byte, or with kScaled the half2's offset).
     __device__ void load(const uint32_t (&row)[2], uint32_t off, uint32_t qoff, uint32_t sel) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const uint4 hd = lds16(row[r] + off);
-            const uint2 q = lds8(row[r] + off + qoff);
-            uint32_t sc, mn;
-            kscale_pair<kLow>(hd, sel, sc, mn);
-            d[r] = half_bits(hd.x) * static_cast<float>(sc);
-            m[r] = half_bits(hd.x >> 16) * static_cast<float>(mn);
+            uint2 q;
+            if constexpr (kScaled) {
+                const uint32_t dm = lds4(row[r] + off + sel);
+                q = lds8(row[r] + off + qoff);
+                d[r] = half_bits(dm);
+                m[r] = half_bits(dm >> 16);
+            } else {
+                const uint4 hd = lds16(row[r] + off);
+                q = lds8(row[r] + off + qoff);
+                uint32_t sc, mn;
+                kscale_pair<kLow>(hd, sel, sc, mn);
+                d[r] = half_bits(hd.x) * static_cast<float>(sc);
+                m[r] = half_bits(hd.x >> 16) * static_cast<float>(mn);
+            }
             a[0][r] = q.x & 0x0F0F0F0Fu;
             a[0][2 + r] = (q.x >> 4) & 0x0F0F0F0Fu;
             a[1][r] = q.y & 0x0F0F0F0Fu;
@@ -266,22 +299,34 @@ struct PairUnit {
 // to the bit; this one's unit loop has 132 / 164 PTX lines instead of 195. H200,
 // session 20, 512 routed rows: gate_up 137.0 -> 132.3 us; 64 sequences 4,284 / 4,284
 // -> 4,316 / 4,322 tokens/s (docs/performance.md).
-template <bool kLow>
+template <bool kLow, bool kScaled>
 struct FullUnitQ4K {
     uint32_t a[2][4];
     float d[2][2], m[2][2];
+    // sel: the header's byte of the first pair, or with kScaled the offset of the
+    // first of the two half2.
     __device__ void load(const uint32_t (&row)[2], uint32_t off, uint32_t qoff, uint32_t sel) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const uint4 hd = lds16(row[r] + off);
-            const uint2 q = lds8(row[r] + off + qoff);
-            const float dd = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
+            uint2 q;
+            if constexpr (kScaled) {
+                const uint2 dm = lds8(row[r] + off + sel);
+                q = lds8(row[r] + off + qoff);
+                d[0][r] = half_bits(dm.x);
+                m[0][r] = half_bits(dm.x >> 16);
+                d[1][r] = half_bits(dm.y);
+                m[1][r] = half_bits(dm.y >> 16);
+            } else {
+                const uint4 hd = lds16(row[r] + off);
+                q = lds8(row[r] + off + qoff);
+                const float dd = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
 #pragma unroll
-            for (int s = 0; s < 2; ++s) {
-                uint32_t sc, mn;
-                kscale_pair<kLow>(hd, sel + static_cast<uint32_t>(s), sc, mn);
-                d[s][r] = dd * static_cast<float>(sc);
-                m[s][r] = dmin * static_cast<float>(mn);
+                for (int s = 0; s < 2; ++s) {
+                    uint32_t sc, mn;
+                    kscale_pair<kLow>(hd, sel + static_cast<uint32_t>(s), sc, mn);
+                    d[s][r] = dd * static_cast<float>(sc);
+                    m[s][r] = dmin * static_cast<float>(mn);
+                }
             }
             MmaUnit<GgmlType::Q4_K>::quants(a, r, q);
         }
@@ -354,13 +399,6 @@ struct MmaUnit<GgmlType::Q5_0> : BlockMmaUnit {
         }
     }
 };
-
-// 4 bytes at an aligned 32-bit shared address.
-__device__ __forceinline__ uint32_t lds4(uint32_t a) {
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a));
-    return v;
-}
 
 // Units 2p and 2p + 1 of Q5_0 rows g and g + 8 (a warp's whole tile, kSplit == 1).
 // Why: a 22-byte block starts 2 bytes off a word every other unit, and
@@ -457,34 +495,49 @@ __device__ __forceinline__ void stage(uint8_t* dst, const uint8_t* src, uint32_t
 // of a pass (each row padded by 32 bytes, so the 8 rows of a fragment load fall on
 // distinct banks), their (d, d·Σq) pairs, and the warps' partial sums (where a
 // tile's warps split its units: split > 1). A block holds block_rows weight rows.
+//
+// scaled (Q4_K's scaled copy, 16-byte aligned rows of whole 16-byte pieces): the
+// tile needs neither the alignment slack nor kPad, and the partial sums take the
+// pairs' place where it is large enough (red == ds), so a 16-row tile of the
+// 26B-A4B's 2,816-value rows (27.5 KB against Q4_K's 24.8) still leaves four blocks
+// an SM (55.3 KB a block). The kernel then waits for every warp's units before the
+// sums are written there, and stages the pairs again for each tile.
 struct Smem {
     uint32_t x = 0, ds = 0, red = 0, total = 0;
     uint32_t x_stride = 0;  // bytes between staged activation rows
-    __host__ __device__ explicit Smem(const GemvArgs& a, int split = kWarps) {
+    __host__ __device__ explicit Smem(const GemvArgs& a, int split = kWarps, bool scaled = false) {
         const uint64_t block_rows = static_cast<uint64_t>(kRows * (kWarps / split));
-        const uint64_t tile = (16 + block_rows * a.row_bytes + kPad + 15) / 16 * 16;
+        const uint64_t tile = scaled ? (block_rows * a.row_bytes + 15) / 16 * 16
+                                     : (16 + block_rows * a.row_bytes + kPad + 15) / 16 * 16;
         const uint64_t n_in = static_cast<uint64_t>(a.n_in);
         x_stride = static_cast<uint32_t>(n_in + 32);
         const uint64_t xs = kCols * (n_in + 32), dss = kCols * (n_in / 32) * 8;
-        const uint64_t t = tile + xs + dss + (split > 1 ? kReduceBytes : 0);
+        const bool red_in_ds = scaled && split > 1 && dss >= kReduceBytes;
+        const uint64_t t = tile + xs + dss + (split > 1 && !red_in_ds ? kReduceBytes : 0);
         if (t > kMaxSmem) return;  // total stays 0: not supported
         x = static_cast<uint32_t>(tile);
         ds = static_cast<uint32_t>(tile + xs);
-        red = static_cast<uint32_t>(tile + xs + dss);
+        red = static_cast<uint32_t>(red_in_ds ? tile + xs : tile + xs + dss);
         total = static_cast<uint32_t>(t);
     }
 };
 
+// The (d, d·Σq) pairs of the activation rows c0 .. c0 + nt of a pass into shared memory.
+__device__ __forceinline__ void stage_ds(uint8_t* smem, const Smem& L, Q8View xq, int64_t c0, int nt, uint32_t n_in) {
+    const uint32_t nb = n_in / 32;
+    const float2* ds = xq.ds + c0 * static_cast<int64_t>(nb);
+    for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
+}
+
 // The activation rows c0 .. c0 + nt of a pass and their scales into shared memory.
 __device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq, int64_t c0, int nt, uint32_t n_in) {
-    const uint32_t per_row = n_in / 16, nb = n_in / 32;
+    const uint32_t per_row = n_in / 16;
     const int8_t* src = xq.q + c0 * static_cast<int64_t>(n_in);
     for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
         const uint32_t r = i / per_row, k = i % per_row;
         cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
     }
-    const float2* ds = xq.ds + c0 * static_cast<int64_t>(nb);
-    for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
+    stage_ds(smem, L, xq, c0, nt, n_in);
 }
 
 // The tile of rows o0 .. o0 + rows of expert e: where it starts in global memory.
@@ -510,14 +563,16 @@ __device__ __forceinline__ void scale_into(float (&acc)[4], const int (&sum)[4],
 // A paired pass of Q4_K rows (at most 4 activation rows; PairUnit says how): acc[i]
 // gets column 2t + i % 2, activation row (2t + i % 2) % 4 in sub-block t / 2 of each
 // unit. kLow: warp < 2.
-template <bool kLow>
+template <bool kLow, bool kScaled>
 __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
                                             const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp, int g,
                                             int t, float (&acc)[4]) {
     static_assert(kWarps == 4, "a warp's units share their chunk c = warp");
+    constexpr uint32_t kBlock = kScaled ? kQ4kScaledBlock : 144, kQuants = kScaled ? 32 : 16;
     const uint32_t c = static_cast<uint32_t>(warp), j = 2 * c + static_cast<uint32_t>(t / 2);
     const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
-    const uint32_t qoff = 16 + 32 * c + 8 * static_cast<uint32_t>(t), sel = kLow ? j : j - 4;
+    const uint32_t qoff = kQuants + 32 * c + 8 * static_cast<uint32_t>(t);
+    const uint32_t sel = kScaled ? 4 * j : kLow ? j : j - 4;
     const int hi = g / 4;  // B column g: activation row g % 4 of sub-block hi
     // The activation rows' block pair of a unit: 8b + 2c (s0) and + 1 (s1).
     const uint32_t xrow = smem_u32(smem + L.x) + (g % 4) * L.x_stride + 8 * t + 32 * (2 * c + hi);
@@ -529,8 +584,8 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
     // H200, session 35, 512 routed rows: gate_up 124.1 -> 119.3 us.
 #pragma unroll 2
     for (uint32_t b = 0, u = c; u < units; ++b, u += kWarps) {
-        PairUnit<kLow> w;
-        w.load(rs, b * 144, qoff, sel);
+        PairUnit<kLow, kScaled> w;
+        w.load(rs, b * kBlock, qoff, sel);
         const uint2 xv = lds8(xrow + 256 * b);
         int sum[4];
         mma_s8(sum, w.a[0], hi ? 0u : xv.x, hi ? xv.x : 0u, kBias);
@@ -542,21 +597,23 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
 // A full pass of Q4_K rows (5 to 8 activation rows, or any number with
 // HF2Q_GEMV_MMA_PAIRED=0): the units and order of the 32-value formats' loop, with
 // FullUnitQ4K. kLow: warp < 2.
-template <bool kLow>
+template <bool kLow, bool kScaled>
 __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
                                               const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp,
                                               int g, int t, float (&acc)[4]) {
     static_assert(kWarps == 4, "a warp's units share their chunk c = warp");
+    constexpr uint32_t kBlock = kScaled ? kQ4kScaledBlock : 144, kQuants = kScaled ? 32 : 16;
     const uint32_t c = static_cast<uint32_t>(warp);
     const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
-    const uint32_t qoff = 16 + 32 * c + 8 * static_cast<uint32_t>(t), sel = kLow ? 2 * c : 2 * c - 4;
+    const uint32_t qoff = kQuants + 32 * c + 8 * static_cast<uint32_t>(t);
+    const uint32_t sel = kScaled ? 8 * c : kLow ? 2 * c : 2 * c - 4;
     const uint32_t xrow = smem_u32(smem + L.x) + g * L.x_stride + 8 * t + 64 * c;  // block 8b + 2c
     const float2* ds0 = ds_base + 2 * t * ds_stride + 2 * c;
     const float2* ds1 = ds0 + ds_stride;
 #pragma unroll 2  // (as paired_pass's loop)
     for (uint32_t b = 0, u = c; u < units; ++b, u += kWarps) {
-        FullUnitQ4K<kLow> w;
-        w.load(rs, b * 144, qoff, sel);
+        FullUnitQ4K<kLow, kScaled> w;
+        w.load(rs, b * kBlock, qoff, sel);
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
             const uint2 xv = lds8(xrow + 256 * b + 32 * s);
@@ -620,10 +677,11 @@ __device__ __forceinline__ void glu_prepare(const GemvArgs& a, int64_t c0, int n
     quantize_q8_values(v, in, q8_view(a.y_prep, a.n_rows, a.glu), c0 + col, a.glu, c);
 }
 
-template <GgmlType T, int kSplit, int kSeq, bool kGlu = false>
+template <GgmlType T, int kSplit, int kSeq, bool kGlu = false, bool kScaled = false>
 __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
     static_assert(T != GgmlType::Q4_K || kSplit == kWarps, "Q4_K's passes give warp w the chunk c = w");
+    static_assert(!kScaled || T == GgmlType::Q4_K, "the scaled copy is Q4_K's");
     static_assert(kSplit == 1 || kSplit == kWarps, "a warp a tile, or all of them");
     static_assert(!kGlu || (kSeq == 4 && kSplit == kWarps), "the GEGLU's block: 2 gate and 2 up 16-row tiles");
     using U = MmaUnit<T>;
@@ -682,22 +740,30 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
             const int nt = static_cast<int>(r1 - c0 < kCols ? r1 - c0 : kCols);
             const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
             // An expert of one pass keeps the first tile's staged rows for the others.
-            if (kSeq == 1 || it == 0 || r1 - r0 > kCols) stage_x(smem, L, xq, c0, nt, n_in);
+            if (kSeq == 1 || it == 0 || r1 - r0 > kCols)
+                stage_x(smem, L, xq, c0, nt, n_in);
+            else if (kScaled && L.red == L.ds)  // the last tile's sums took the pairs' place
+                stage_ds(smem, L, xq, c0, nt, n_in);
             cp_async_commit();
             const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
             cp_async_wait<0>();
             __syncthreads();
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if constexpr (T == GgmlType::Q4_K) {
+            if constexpr (kScaled) {  // no scale decoding: one form for every warp
+                if (paired)
+                    paired_pass<true, true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                else
+                    full_pass_q4k<true, true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+            } else if constexpr (T == GgmlType::Q4_K) {
                 // The branch of the scale decoding is fixed per warp (c = warp).
                 if (paired && warp < 2)
-                    paired_pass<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    paired_pass<true, false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
                 else if (paired)
-                    paired_pass<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    paired_pass<false, false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
                 if (!paired && warp < 2)  // (not an else-chain: this form's PTX is the measured one)
-                    full_pass_q4k<true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    full_pass_q4k<true, false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
                 else if (!paired)
-                    full_pass_q4k<false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    full_pass_q4k<false, false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
             } else {
                 const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
                 const float2* ds0 = ds_base + 2 * t * nb;
@@ -742,7 +808,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
                 }
             } else {
                 // The four warps' partial sums, added in warp order (in a paired pass, each
-                // warp's columns n and n + 4: lanes l and l + 2).
+                // warp's columns n and n + 4: lanes l and l + 2). Where they take the
+                // pairs' place, every warp's units first.
+                if (kScaled && L.red == L.ds) __syncthreads();
                 reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
                 __syncthreads();
                 const int r = threadIdx.x / kCols, col = threadIdx.x % kCols;  // 128 threads: 16 × 8 sums
@@ -769,15 +837,15 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     }
 }
 
-template <GgmlType T, int kSplit, int kSeq = 1, bool kGlu = false>
+template <GgmlType T, int kSplit, int kSeq = 1, bool kGlu = false, bool kScaled = false>
 void launch_split(const GemvArgs& a, const Q8View& xq, const Smem& L, int64_t max_active_experts, cudaStream_t s) {
     constexpr int64_t kBlockRows = kRows * (kWarps / kSplit) * kSeq;  // over all its tiles
     const dim3 grid(static_cast<unsigned>((a.n_out + kBlockRows - 1) / kBlockRows),
                     static_cast<unsigned>(max_active_experts));
     HF2Q_ASSERT(grid.y <= 65535 && L.total > 0);
-    allow_smem<gemv_mma_kernel<T, kSplit, kSeq, kGlu>>(kMaxSmem, 100);
+    allow_smem<gemv_mma_kernel<T, kSplit, kSeq, kGlu, kScaled>>(kMaxSmem, 100);
     const bool direct = kDirect && max_active_experts == a.n_experts;
-    launch(gemv_mma_kernel<T, kSplit, kSeq, kGlu>, grid, kThreads, L.total, s, a, xq, L, direct);
+    launch(gemv_mma_kernel<T, kSplit, kSeq, kGlu, kScaled>, grid, kThreads, L.total, s, a, xq, L, direct);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
@@ -797,26 +865,120 @@ bool q4k_tiles_in_turn(const GemvArgs& a) {
     return HF2Q_GEMV_MMA_Q4K_TILES > 1 && a.n_rows <= kSeqTilesMaxRows * a.n_experts;
 }
 
-template <GgmlType T>
-void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
-    constexpr int kSplit = T == GgmlType::Q4_K ? kWarps : HF2Q_GEMV_MMA_SPLIT32;
-    if constexpr (T == GgmlType::Q4_K && HF2Q_GEMV_MMA_Q4K_TILES > 1) {
+// a's arguments read from its scaled copy (w, row and expert strides), or w null
+// where there is none or the kernel cannot take it.
+GemvArgs scaled_args(const GemvArgs& a) {
+    GemvArgs b = a;
+    b.w = nullptr;
+    if (!HF2Q_GEMV_MMA_Q4K_SCALED || a.w_scaled == nullptr || a.type != GgmlType::Q4_K || a.n_in % 256 != 0 ||
+        reinterpret_cast<uintptr_t>(a.w_scaled) % 16 != 0)
+        return b;
+    b.row_bytes = q4k_scaled_row_bytes(a.n_in);
+    b.expert_bytes = b.row_bytes * static_cast<uint64_t>(a.n_out);
+    if (Smem(b, kWarps, true).total > 0) b.w = a.w_scaled;
+    return b;
+}
+
+// Q4_K's launches, from its blocks as stored or (kScaled) from a's scaled copy.
+template <bool kScaled>
+void launch_q4k(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
+    constexpr GgmlType T = GgmlType::Q4_K;
+    const Smem L(a, kWarps, kScaled);
+    if constexpr (HF2Q_GEMV_MMA_Q4K_TILES > 1) {
         if constexpr (kGluTiles) {
-            if (a.glu > 0) return launch_split<T, kWarps, 4, true>(a, xq, Smem(a), max_active_experts, s);
+            if (a.glu > 0) return launch_split<T, kWarps, 4, true, kScaled>(a, xq, L, max_active_experts, s);
         }
         if (q4k_tiles_in_turn(a))
-            return launch_split<T, kWarps, HF2Q_GEMV_MMA_Q4K_TILES>(a, xq, Smem(a), max_active_experts, s);
+            return launch_split<T, kWarps, HF2Q_GEMV_MMA_Q4K_TILES, false, kScaled>(a, xq, L, max_active_experts, s);
     }
-    if constexpr (kSplit != kWarps) {
-        const Smem wide(a, kSplit);
-        if (HF2Q_GEMV_MMA_SEQ32 > 1 && wide.total > 0 && a.n_rows <= kSeqTilesMaxRows * a.n_experts)
-            return launch_split<T, kSplit, HF2Q_GEMV_MMA_SEQ32>(a, xq, wide, max_active_experts, s);
-        if (wide.total > 0) return launch_split<T, kSplit>(a, xq, wide, max_active_experts, s);
+    launch_split<T, kWarps, 1, false, kScaled>(a, xq, L, max_active_experts, s);
+}
+
+template <GgmlType T>
+void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
+    if constexpr (T == GgmlType::Q4_K) {
+        if constexpr (HF2Q_GEMV_MMA_Q4K_SCALED) {
+            const GemvArgs b = scaled_args(a);
+            if (b.w != nullptr) return launch_q4k<true>(b, xq, max_active_experts, s);
+        }
+        launch_q4k<false>(a, xq, max_active_experts, s);
+    } else {
+        constexpr int kSplit = HF2Q_GEMV_MMA_SPLIT32;
+        if constexpr (kSplit != kWarps) {
+            const Smem wide(a, kSplit);
+            if (HF2Q_GEMV_MMA_SEQ32 > 1 && wide.total > 0 && a.n_rows <= kSeqTilesMaxRows * a.n_experts)
+                return launch_split<T, kSplit, HF2Q_GEMV_MMA_SEQ32>(a, xq, wide, max_active_experts, s);
+            if (wide.total > 0) return launch_split<T, kSplit>(a, xq, wide, max_active_experts, s);
+        }
+        launch_split<T, kWarps>(a, xq, Smem(a), max_active_experts, s);
     }
-    launch_split<T, kWarps>(a, xq, Smem(a), max_active_experts, s);
+}
+
+// One 144-byte block of Q4_K a thread: its scaled form (kQ4kScaledBlock bytes).
+__global__ void repack_q4k_scaled_kernel(const uint8_t* src, uint64_t row_bytes, uint64_t expert_bytes, int64_t rows,
+                                         int64_t blocks, int64_t n, uint8_t* dst, unsigned* overflow) {
+    pdl_begin();  // (launch's programmatic serialization: the flag's reset runs first)
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t b = i % blocks, r = i / blocks % rows, e = i / blocks / rows;
+        const uint8_t* blk = src + static_cast<uint64_t>(e) * expert_bytes + static_cast<uint64_t>(r) * row_bytes +
+                             static_cast<uint64_t>(b) * 144;
+        uint8_t* out = dst + static_cast<uint64_t>(i) * kQ4kScaledBlock;
+        const uint4* q = reinterpret_cast<const uint4*>(blk);
+        const uint4 hd = q[0];  // d, dmin, then the 12 bytes of 6-bit scales and mins
+        const float d = half_bits(hd.x), dmin = half_bits(hd.x >> 16);
+        uint32_t pairs[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            uint32_t sc, mn;
+            if (j < 4)
+                kscale_pair<true>(hd, static_cast<uint32_t>(j), sc, mn);
+            else
+                kscale_pair<false>(hd, static_cast<uint32_t>(j - 4), sc, mn);
+            const float ds = d * static_cast<float>(sc), dm = dmin * static_cast<float>(mn);  // exact
+            const __half hs = __float2half_rn(ds), hm = __float2half_rn(dm);
+            if ((isfinite(ds) && __hisinf(hs)) || (isfinite(dm) && __hisinf(hm))) atomicOr(overflow, 1u);
+            pairs[j] = static_cast<uint32_t>(__half_as_ushort(hs)) | static_cast<uint32_t>(__half_as_ushort(hm)) << 16;
+        }
+        uint4* o = reinterpret_cast<uint4*>(out);
+        o[0] = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+        o[1] = make_uint4(pairs[4], pairs[5], pairs[6], pairs[7]);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) o[2 + k] = q[1 + k];
+    }
 }
 
 }  // namespace
+
+uint64_t q4k_scaled_row_bytes(int64_t n_in) {
+    return static_cast<uint64_t>(n_in / 256) * kQ4kScaledBlock;
+}
+
+bool q4k_scaled_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) {
+    const uint64_t need = w.row_bytes * static_cast<uint64_t>(w.n_out);
+    return HF2Q_GEMV_MMA && HF2Q_GEMV_MMA_Q4K_SCALED && w.type == GgmlType::Q4_K && !w.empty() && w.n_in > 0 &&
+           w.n_in % 256 == 0 && w.n_out > 0 && n_expert > 0 && w.row_bytes == static_cast<uint64_t>(w.n_in / 256) * 144 &&
+           (reinterpret_cast<uintptr_t>(w.data) | w.row_bytes | expert_bytes) % 16 == 0 &&
+           (n_expert == 1 || expert_bytes >= need);
+}
+
+bool repack_q4k_scaled(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert, uint8_t* dst,
+                       cudaStream_t s) {
+    HF2Q_ASSERT(q4k_scaled_supported(w, expert_bytes, n_expert) && reinterpret_cast<uintptr_t>(dst) % 16 == 0);
+    unsigned* overflow = nullptr;
+    HF2Q_CUDA_CHECK(cudaMalloc(&overflow, sizeof(unsigned)));
+    HF2Q_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(unsigned), s));
+    const int64_t blocks = w.n_in / 256, n = n_expert * w.n_out * blocks;
+    const int64_t grid = std::min<int64_t>((n + 255) / 256, 65535);
+    launch(repack_q4k_scaled_kernel, static_cast<unsigned>(grid), 256, 0, s, static_cast<const uint8_t*>(w.data),
+           w.row_bytes, expert_bytes, w.n_out, blocks, n, dst, overflow);
+    HF2Q_CUDA_LAUNCH_CHECK();
+    unsigned flag = 0;
+    HF2Q_CUDA_CHECK(cudaMemcpyAsync(&flag, overflow, sizeof(unsigned), cudaMemcpyDeviceToHost, s));
+    HF2Q_CUDA_CHECK(cudaStreamSynchronize(s));
+    HF2Q_CUDA_CHECK(cudaFree(overflow));
+    return flag == 0;
+}
 
 bool gemv_mma_supported(const GemvArgs& a) {
     if (!HF2Q_GEMV_MMA || a.offsets == nullptr) return false;

@@ -26,4 +26,21 @@ bool gemv_mma_geglu_supported(const GemvArgs& a);
 // grouping the rows by expert.
 void launch_gemv_mma(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s);
 
+// Q4_K's scaled copy (GemvArgs::w_scaled, ops::WeightView::expert_layout), which the
+// kernel reads instead of the blocks as stored: each 144-byte block of 256 values
+// becomes kQ4kScaledBlock bytes, first the eight 32-value sub-blocks' (d·scale,
+// dmin·min) as half2 (the header's 6-bit scales and mins decoded and multiplied out,
+// rounded to f16 once: a relative change of at most 2^-11 a sub-block's scale), then
+// the block's 128 quant bytes as stored. Rows and experts stay in order, back to back.
+constexpr uint32_t kQ4kScaledBlock = 160;
+uint64_t q4k_scaled_row_bytes(int64_t n_in);
+// Whether n_expert experts of w (Q4_K rows of whole blocks, expert_bytes apart, the
+// rows, experts and data 16-byte aligned) can have the copy (the build's switch on).
+bool q4k_scaled_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert);
+// Writes the copy of those experts to dst (q4k_scaled_row_bytes(n_in) · n_out ·
+// n_expert bytes) and waits for it. False where a product d·scale or dmin·min is
+// finite but past f16's range (dst is then not to be used).
+bool repack_q4k_scaled(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert, uint8_t* dst,
+                       cudaStream_t s);
+
 }  // namespace hf2q::cuda

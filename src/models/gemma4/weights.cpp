@@ -241,6 +241,14 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
         if (!group.empty()) be.batch_layouts(group);
 }
 
+// The backend's copies of the experts for batched decode (ops::Backend::expert_layout).
+// After the batch copies, which gain more where memory allows only one kind.
+void add_expert_layouts(Weights& w, ops::Backend& be) {
+    for (auto& l : w.layers)
+        for (ExpertWeights* e : {&l.gate_up_exps, &l.gate_exps, &l.up_exps, &l.down_exps})
+            if (!e->empty()) e->first.expert_layout = be.expert_layout(e->first, e->expert_bytes, e->n_expert);
+}
+
 }  // namespace
 
 Weights place_weights(const Weights& host, ops::Backend& be, const PlaceOptions& opts) {
@@ -284,6 +292,7 @@ Weights place_weights(const Weights& host, ops::Backend& be, const PlaceOptions&
     const uint64_t allocated = be.allocated_bytes();
     if (opts.decode_layouts) head.decode_layout = be.decode_layout(head);
     add_batch_copies(w, head, be, opts.batch_copy);
+    if (opts.expert_layouts) add_expert_layouts(w, be);
     w.copy_bytes = be.allocated_bytes() - allocated;
     return w;
 }

@@ -29,6 +29,7 @@ struct ExpertWeights {
     ops::WeightView expert(int64_t e) const {
         ops::WeightView v = first;
         v.data = static_cast<const uint8_t*>(first.data) + static_cast<uint64_t>(e) * expert_bytes;
+        v.expert_layout = nullptr;  // (the copy of all experts hangs on `first` only)
         return v;
     }
 };
@@ -100,6 +101,9 @@ struct PlaceOptions {
     // copy for matmuls of many tokens (ops::Backend::batch_layout): always, never, or
     // where auto_batch_copy says.
     BatchCopy batch_copy = BatchCopy::off;
+    // The experts get the backend's copy for batched decode (ops::Backend::
+    // expert_layout) where it leaves room, after the batch copies.
+    bool expert_layouts = true;
 };
 Weights place_weights(const Weights& host, ops::Backend& be, const PlaceOptions& o = {});
 
