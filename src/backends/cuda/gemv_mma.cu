@@ -158,7 +158,12 @@ static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GE
 // a unit, full passes 101.5 / 125.5 -> 75. H100, session 53 (DISABLED_MoeThroughput):
 // geglu at 512 routed rows 130.8 -> 126.8 us (so the instruction count does not bound
 // that shape there), at 4,096 610.2 -> 558.9 us; 64 sequences int8 +0.2 %, f16 -0.2 %,
-// 32 sequences int8 -1.1 % (docs/performance.md). An H200 decides.
+// 32 sequences int8 -1.1 %: the H100 reads these experts near its copy rate. The H200
+// (43 % more bandwidth, the same SMs) runs the kernel at the SMs' rate, and there it
+// pays (session 54, same binary, --no-expert-copy for the A/B): geglu at 512 routed
+// rows 126.8 -> 110.2 us, gate_up 114.2 -> 102.7; 64 sequences int8 6,021 -> 6,225
+// tokens/s (+3.4 %), fp8 +3.5 %, f16 +2.8 %, 32 sequences int8 +2.8 %, 17 +1.2 %
+// (docs/performance.md).
 #ifndef HF2Q_GEMV_MMA_Q4K_SCALED
 #define HF2Q_GEMV_MMA_Q4K_SCALED 1
 #endif
