@@ -38,4 +38,11 @@ before $((L - 25)) && timeout 25 ncu --section SourceCounters --section SpeedOfL
   --kernel-name "regex:gemv_mma_kernel<.*\(int\)4, \(int\)4, \(bool\)1, \(bool\)1>" --launch-skip 3 --launch-count 1 \
   $T/test_cuda_ops_o --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_MoeThroughput*' > $OUT/ncu.txt 2>&1
 grep -E "Duration|DRAM Throughput|L1/TEX Cache|excessive" $OUT/ncu.txt
+# Every kernel of a short 64-sequence run (a 4,096-token prefill, then decode steps): its shared-memory
+# wavefronts and bank conflicts, to find the next conflicted kernel (scripts: summed by kernel here).
+before $((L - 100)) && timeout 90 ncu --csv --metrics gpu__time_duration.sum,\
+l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum \
+  build-v/o/bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p '' -n 3 -b 64 -d 64 -r 1 -ub 4096 \
+  --cache-type int8 > $OUT/ncu-step.csv 2>&1
+echo "ncu-step rc=$? $(wc -l < $OUT/ncu-step.csv) lines"
 el done
