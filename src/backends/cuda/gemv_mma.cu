@@ -167,6 +167,19 @@ static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GE
 #ifndef HF2Q_GEMV_MMA_Q4K_SCALED
 #define HF2Q_GEMV_MMA_Q4K_SCALED 1
 #endif
+// 1 (default): the staged (d, d·Σq) pairs of a pass's activation rows sit an odd
+// number of pairs apart (Smem::ds_stride = n_in / 32 rounded up to odd); 0: n_in / 32
+// apart, for the A/B. Why: a Q4_K unit's lanes t = 0..3 read the pairs of rows 2t
+// (full passes) or 2t % 4 (paired passes) in the same column, and at the 26B-A4B's
+// n_in = 2,816 rows are 88 pairs (704 bytes, 176 words) apart, so those rows start on
+// the same bank: ncu (H100, session 55, the GEGLU launch at 512 routed rows) counted
+// 4-way conflicts on the full pass's eight pair loads a unit and 2-way on the paired
+// pass's four, 7.0 M of the launch's 17.8 M shared wavefronts excessive (39 %). With
+// an odd stride s, rows 2t start 4st words apart, distinct banks for t < 4 (and the
+// paired pass's second column, 2 words on, stays clear of them).
+#ifndef HF2Q_GEMV_MMA_DS_ODD
+#define HF2Q_GEMV_MMA_DS_ODD 1
+#endif
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
@@ -509,14 +522,16 @@ __device__ __forceinline__ void stage(uint8_t* dst, const uint8_t* src, uint32_t
 // sums are written there, and stages the pairs again for each tile.
 struct Smem {
     uint32_t x = 0, ds = 0, red = 0, total = 0;
-    uint32_t x_stride = 0;  // bytes between staged activation rows
+    uint32_t x_stride = 0;   // bytes between staged activation rows
+    uint32_t ds_stride = 0;  // (d, d·Σq) pairs between their rows (HF2Q_GEMV_MMA_DS_ODD)
     __host__ __device__ explicit Smem(const GemvArgs& a, int split = kWarps, bool scaled = false) {
         const uint64_t block_rows = static_cast<uint64_t>(kRows * (kWarps / split));
         const uint64_t tile = scaled ? (block_rows * a.row_bytes + 15) / 16 * 16
                                      : (16 + block_rows * a.row_bytes + kPad + 15) / 16 * 16;
         const uint64_t n_in = static_cast<uint64_t>(a.n_in);
         x_stride = static_cast<uint32_t>(n_in + 32);
-        const uint64_t xs = kCols * (n_in + 32), dss = kCols * (n_in / 32) * 8;
+        ds_stride = static_cast<uint32_t>(HF2Q_GEMV_MMA_DS_ODD ? (n_in / 32) | 1 : n_in / 32);
+        const uint64_t xs = kCols * (n_in + 32), dss = kCols * uint64_t{ds_stride} * 8;
         const bool red_in_ds = scaled && split > 1 && dss >= kReduceBytes;
         const uint64_t t = tile + xs + dss + (split > 1 && !red_in_ds ? kReduceBytes : 0);
         if (t > kMaxSmem) return;  // total stays 0: not supported
@@ -531,7 +546,10 @@ struct Smem {
 __device__ __forceinline__ void stage_ds(uint8_t* smem, const Smem& L, Q8View xq, int64_t c0, int nt, uint32_t n_in) {
     const uint32_t nb = n_in / 32;
     const float2* ds = xq.ds + c0 * static_cast<int64_t>(nb);
-    for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) cp_async8(smem + L.ds + 8 * i, ds + i);
+    for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) {
+        const uint32_t r = i / nb, k = i % nb;
+        cp_async8(smem + L.ds + 8 * (r * L.ds_stride + k), ds + i);
+    }
 }
 
 // The activation rows c0 .. c0 + nt of a pass and their scales into shared memory.
@@ -732,7 +750,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
             prefetch_l2(tile_src(a, e, o1), static_cast<uint32_t>(rows1 * static_cast<int64_t>(a.row_bytes)));
         }
         const uint8_t* tile = tile_at();
-        const uint32_t n_in = static_cast<uint32_t>(a.n_in), nb = n_in / 32;
+        const uint32_t n_in = static_cast<uint32_t>(a.n_in);
 
         const uint32_t row_bytes = static_cast<uint32_t>(a.row_bytes);  // a tile fits in shared memory
         const uint8_t* const row[2] = {tile + (kRows * tw + g) * row_bytes, tile + (kRows * tw + g + 8) * row_bytes};
@@ -756,23 +774,23 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             if constexpr (kScaled) {  // no scale decoding: one form for every warp
                 if (paired)
-                    paired_pass<true, true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    paired_pass<true, true>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
                 else
-                    full_pass_q4k<true, true>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    full_pass_q4k<true, true>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
             } else if constexpr (T == GgmlType::Q4_K) {
                 // The branch of the scale decoding is fixed per warp (c = warp).
                 if (paired && warp < 2)
-                    paired_pass<true, false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    paired_pass<true, false>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
                 else if (paired)
-                    paired_pass<false, false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    paired_pass<false, false>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
                 if (!paired && warp < 2)  // (not an else-chain: this form's PTX is the measured one)
-                    full_pass_q4k<true, false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    full_pass_q4k<true, false>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
                 else if (!paired)
-                    full_pass_q4k<false, false>(row, units, smem, L, ds_base, nb, warp, g, t, acc);
+                    full_pass_q4k<false, false>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
             } else {
                 const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
-                const float2* ds0 = ds_base + 2 * t * nb;
-                const float2* ds1 = ds0 + nb;
+                const float2* ds0 = ds_base + 2 * t * L.ds_stride;
+                const float2* ds1 = ds0 + L.ds_stride;
                 uint32_t u0 = part;
                 constexpr bool kPairs = kSplit == 1 && ((T == GgmlType::Q5_0 && HF2Q_GEMV_MMA_Q50_PAIRS) ||
                                                         (T == GgmlType::Q8_0 && HF2Q_GEMV_MMA_Q80_PAIRS));
