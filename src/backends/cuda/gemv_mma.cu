@@ -176,7 +176,10 @@ static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GE
 // 4-way conflicts on the full pass's eight pair loads a unit and 2-way on the paired
 // pass's four, 7.0 M of the launch's 17.8 M shared wavefronts excessive (39 %). With
 // an odd stride s, rows 2t start 4st words apart, distinct banks for t < 4 (and the
-// paired pass's second column, 2 words on, stays clear of them).
+// paired pass's second column, 2 words on, stays clear of them). H100, session 55:
+// excessive wavefronts 7.0 M -> 1.0 M, L1 throughput 72.6 -> 51.1 %, the launch 133.1 ->
+// 127.1 us (ncu's clocks); 64 sequences int8 5,201 / 5,206 -> 5,248 / 5,252 tokens/s,
+// fp8 +0.9 %, f16 +0.7 %, 32 sequences int8 +0.4 % (docs/performance.md).
 #ifndef HF2Q_GEMV_MMA_DS_ODD
 #define HF2Q_GEMV_MMA_DS_ODD 1
 #endif
