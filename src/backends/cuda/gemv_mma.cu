@@ -983,7 +983,8 @@ uint64_t q4k_scaled_row_bytes(int64_t n_in) {
 bool q4k_scaled_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) {
     const uint64_t need = w.row_bytes * static_cast<uint64_t>(w.n_out);
     return HF2Q_GEMV_MMA && HF2Q_GEMV_MMA_Q4K_SCALED && w.type == GgmlType::Q4_K && !w.empty() && w.n_in > 0 &&
-           w.n_in % 256 == 0 && w.n_out > 0 && n_expert > 0 && w.row_bytes == static_cast<uint64_t>(w.n_in / 256) * 144 &&
+           w.n_in % 256 == 0 && w.n_out > 0 && n_expert > 0 &&
+           w.row_bytes == static_cast<uint64_t>(w.n_in / 256) * 144 &&
            (reinterpret_cast<uintptr_t>(w.data) | w.row_bytes | expert_bytes) % 16 == 0 &&
            (n_expert == 1 || expert_bytes >= need);
 }
