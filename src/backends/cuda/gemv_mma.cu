@@ -591,7 +591,7 @@ __device__ __forceinline__ void scale_into(float (&acc)[4], const int (&sum)[4],
 // unit. kLow: warp < 2.
 template <bool kLow, bool kScaled>
 __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
-                                            const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp, int g,
+                                            const Smem& L, const float2* ds_base, int warp, int g,
                                             int t, float (&acc)[4]) {
     static_assert(kWarps == 4, "a warp's units share their chunk c = warp");
     constexpr uint32_t kBlock = kScaled ? kQ4kScaledBlock : 144, kQuants = kScaled ? 32 : 16;
@@ -602,8 +602,8 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
     const int hi = g / 4;  // B column g: activation row g % 4 of sub-block hi
     // The activation rows' block pair of a unit: 8b + 2c (s0) and + 1 (s1).
     const uint32_t xrow = smem_u32(smem + L.x) + (g % 4) * L.x_stride + 8 * t + 32 * (2 * c + hi);
-    const float2* ds0 = ds_base + (2 * t % 4) * ds_stride + j;
-    const float2* ds1 = ds0 + ds_stride;
+    const float2* ds0 = ds_base + (2 * t % 4) * L.ds_stride + j;
+    const float2* ds1 = ds0 + L.ds_stride;
     // Unrolled by 2, the loop takes its loads at immediate offsets and its counters
     // half as often; ptxas did so by itself for kLow only. SASS, both passes: kLow
     // 70.5 / 111 -> 70.5 / 101.5 instructions a unit, !kLow 92 / 135 -> 82.5 / 125.5.
@@ -625,7 +625,7 @@ __device__ __forceinline__ void paired_pass(const uint8_t* const (&row)[2], uint
 // FullUnitQ4K. kLow: warp < 2.
 template <bool kLow, bool kScaled>
 __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], uint32_t units, const uint8_t* smem,
-                                              const Smem& L, const float2* ds_base, uint32_t ds_stride, int warp,
+                                              const Smem& L, const float2* ds_base, int warp,
                                               int g, int t, float (&acc)[4]) {
     static_assert(kWarps == 4, "a warp's units share their chunk c = warp");
     constexpr uint32_t kBlock = kScaled ? kQ4kScaledBlock : 144, kQuants = kScaled ? 32 : 16;
@@ -634,8 +634,8 @@ __device__ __forceinline__ void full_pass_q4k(const uint8_t* const (&row)[2], ui
     const uint32_t qoff = kQuants + 32 * c + 8 * static_cast<uint32_t>(t);
     const uint32_t sel = kScaled ? 8 * c : kLow ? 2 * c : 2 * c - 4;
     const uint32_t xrow = smem_u32(smem + L.x) + g * L.x_stride + 8 * t + 64 * c;  // block 8b + 2c
-    const float2* ds0 = ds_base + 2 * t * ds_stride + 2 * c;
-    const float2* ds1 = ds0 + ds_stride;
+    const float2* ds0 = ds_base + 2 * t * L.ds_stride + 2 * c;
+    const float2* ds1 = ds0 + L.ds_stride;
 #pragma unroll 2  // (as paired_pass's loop)
     for (uint32_t b = 0, u = c; u < units; ++b, u += kWarps) {
         FullUnitQ4K<kLow, kScaled> w;
@@ -777,19 +777,19 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             if constexpr (kScaled) {  // no scale decoding: one form for every warp
                 if (paired)
-                    paired_pass<true, true>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
+                    paired_pass<true, true>(row, units, smem, L, ds_base, warp, g, t, acc);
                 else
-                    full_pass_q4k<true, true>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
+                    full_pass_q4k<true, true>(row, units, smem, L, ds_base, warp, g, t, acc);
             } else if constexpr (T == GgmlType::Q4_K) {
                 // The branch of the scale decoding is fixed per warp (c = warp).
                 if (paired && warp < 2)
-                    paired_pass<true, false>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
+                    paired_pass<true, false>(row, units, smem, L, ds_base, warp, g, t, acc);
                 else if (paired)
-                    paired_pass<false, false>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
+                    paired_pass<false, false>(row, units, smem, L, ds_base, warp, g, t, acc);
                 if (!paired && warp < 2)  // (not an else-chain: this form's PTX is the measured one)
-                    full_pass_q4k<true, false>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
+                    full_pass_q4k<true, false>(row, units, smem, L, ds_base, warp, g, t, acc);
                 else if (!paired)
-                    full_pass_q4k<false, false>(row, units, smem, L, ds_base, L.ds_stride, warp, g, t, acc);
+                    full_pass_q4k<false, false>(row, units, smem, L, ds_base, warp, g, t, acc);
             } else {
                 const int8_t* xrow = reinterpret_cast<const int8_t*>(smem + L.x) + g * L.x_stride + 8 * t;
                 const float2* ds0 = ds_base + 2 * t * L.ds_stride;
