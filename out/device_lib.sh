@@ -11,10 +11,18 @@ t() {  # t NAME TIMEOUT BIN ARGS...: a test binary, its verdict lines
   timeout $to "$@" > $OUT/$name.log 2>&1; echo "$name rc=$?"
   grep -E "^\[  FAILED|PASSED|Failure|SKIPPED \]|max rel err" $OUT/$name.log | head -16
 }
-synth_g26() {  # synth_g26: the 26B-A4B Q4_K_M of random weights every bench row reads, /tmp/g26.gguf (build-gpu's hf2q)
-  build-gpu/bin/hf2q synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
+synth_g26() {  # synth_g26 [HF2Q]: the 26B-A4B Q4_K_M of random weights every bench row reads, /tmp/g26.gguf
+               # (written by HF2Q, build-gpu's hf2q unless named)
+  "${1:-build-gpu/bin/hf2q}" synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
     > /tmp/synth.log 2>&1
   echo "synth rc=$?"
+}
+unbundle() {  # unbundle ARCHIVE VARIANTS...: out/bundle.sh's archive unpacked into /tmp/bund, and each VARIANT's
+              # /tmp/bund/hf2q_VARIANT installed as build-v/VARIANT/bin/hf2q (a DIR for b)
+  local v
+  mkdir -p /tmp/bund && xz -dc "$1" | tar xf - -C /tmp/bund && chmod +x /tmp/bund/* || return 1
+  shift
+  for v in "$@"; do mkdir -p build-v/$v/bin && cp /tmp/bund/hf2q_$v build-v/$v/bin/hf2q; done
 }
 b() {  # b DIR ARGS...: one bench line of DIR/bin/hf2q on /tmp/g26.gguf (the tokens/s columns)
   local d=$1; shift

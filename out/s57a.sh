@@ -11,12 +11,10 @@ cd "$(dirname "$0")/.."
 source out/device_lib.sh
 L=${LIMIT:-600}
 V=build-v
-mkdir -p /tmp/bund && xz -dc out/bin56x/bundle56.tar.xz | tar xf - -C /tmp/bund && chmod +x /tmp/bund/*
-for v in o e wkv; do mkdir -p $V/$v/bin && cp /tmp/bund/hf2q_$v $V/$v/bin/hf2q; done
-/tmp/bund/hf2q_o synth --preset gemma4-26b-a4b --quant q4_k_m --seed 1 --fast --force -o /tmp/g26.gguf \
-  > /tmp/synth.log 2>&1 &
+unbundle out/bin56x/bundle56.tar.xz o e wkv
+synth_g26 /tmp/bund/hf2q_o &
 t att-wkv 240 /tmp/bund/test_cuda_attention_wkv --gtest_filter='-*DISABLED*'
-wait; echo "synth: $(tail -1 /tmp/synth.log)"
+wait
 el tests
 row() { b $V/$1 -p '' -n 32 -b $3 -d 1024 -r 2 -ub 4096 --cache-type $2; }
 { for c in int8 fp8 f16 int8; do for v in o e wkv; do before $((L - 45)) && row $v $c 64; done; done
