@@ -1287,8 +1287,11 @@ TEST_F(CudaOps, ExpertScaledLayoutRepacksTheScales) {
     std::memcpy(wq.data() + F * row_bytes + 144 * 0, &big, 2);  // expert 1, row 0: d
     wq[F * row_bytes + 4] |= 63;                                 // its sub-block 0's scale: 63
     EXPECT_EQ(gpu->expert_layout({GgmlType::Q4_K, 256, F, row_bytes, dev(wq)}, row_bytes * F, 2), nullptr);
-    const auto [w5, rb5] = random_quantized(GgmlType::Q5_0, 2 * F, 256, 0.05f);
-    EXPECT_EQ(gpu->expert_layout({GgmlType::Q5_0, 256, F, rb5, dev(w5)}, rb5 * F, 2), nullptr);
+    // Q5_0 rows of an odd number of blocks have no lane copy (ExpertLaneLayout* for the rest).
+    const auto [w5, rb5] = random_quantized(GgmlType::Q5_0, 2 * F, 96, 0.05f);
+    EXPECT_EQ(gpu->expert_layout({GgmlType::Q5_0, 96, F, rb5, dev(w5)}, rb5 * F, 2), nullptr);
+    const auto [w8, rb8] = random_quantized(GgmlType::Q8_0, 2 * F, 256, 0.05f);
+    EXPECT_EQ(gpu->expert_layout({GgmlType::Q8_0, 256, F, rb8, dev(w8)}, rb8 * F, 2), nullptr);
     EXPECT_EQ(gpu->expert_layout({GgmlType::Q4_K, 256, F, row_bytes, nullptr}, row_bytes * F, 2), nullptr);
 }
 
@@ -1339,6 +1342,109 @@ TEST_F(CudaOps, ExpertScaledLayoutMatchesItsReference) {
                 EXPECT_LT(moved, 1e-3) << what;
                 EXPECT_GT(moved, 0.0) << what << ": the copy was not read";
             }
+    }
+}
+
+namespace {
+
+// Q5_0's lane copy as gemv_mma.h describes it, made on the host from E experts of F
+// rows of H values (expert_bytes apart): per pair of blocks both d, both blocks' qh
+// with bit 8t + j moved to 8j + 4 + t and bit 8t + 4 + j to 8j + t, then both qs.
+std::vector<uint8_t> q50_lanes_reference(const std::vector<uint8_t>& wq, uint64_t row_bytes, uint64_t expert_bytes,
+                                         int64_t E, int64_t F, int64_t H) {
+    const int64_t pairs = H / 64;
+    std::vector<uint8_t> out(static_cast<size_t>(E * F * pairs) * 44);
+    for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = 0; r < F; ++r)
+            for (int64_t p = 0; p < pairs; ++p) {
+                const uint8_t* src = wq.data() + static_cast<uint64_t>(e) * expert_bytes +
+                                     static_cast<uint64_t>(r) * row_bytes + static_cast<uint64_t>(p) * 44;
+                uint8_t* dst = out.data() + static_cast<size_t>((e * F + r) * pairs + p) * 44;
+                for (int b = 0; b < 2; ++b) {
+                    const uint8_t* blk = src + 22 * b;
+                    std::memcpy(dst + 2 * b, blk, 2);
+                    uint32_t qh = 0, moved = 0;
+                    std::memcpy(&qh, blk + 2, 4);
+                    for (int t = 0; t < 4; ++t)
+                        for (int j = 0; j < 4; ++j) {
+                            if (qh >> (8 * t + j) & 1u) moved |= 1u << (8 * j + 4 + t);
+                            if (qh >> (8 * t + 4 + j) & 1u) moved |= 1u << (8 * j + t);
+                        }
+                    std::memcpy(dst + 4 + 4 * b, &moved, 4);
+                    std::memcpy(dst + 12 + 16 * b, blk + 6, 16);
+                }
+            }
+    return out;
+}
+
+}  // namespace
+
+// ops::Backend::expert_layout: Q5_0 experts of an even number of blocks a row get the
+// lane copy (gemv_mma.h), byte for byte the host's, experts apart by more than their
+// rows (a gap of 4 bytes) included; the CPU backend has none.
+TEST_F(CudaOps, ExpertLaneLayoutReordersQ50Blocks) {
+    const int64_t E = 3, F = 37;
+    for (const int64_t H : {64, 704, 2816}) {
+        const auto [wq0, row_bytes] = random_quantized(GgmlType::Q5_0, E * F, H, 0.05f);
+        const uint64_t expert_bytes = row_bytes * F + 4;
+        std::vector<uint8_t> wq(expert_bytes * E, 0);
+        for (int64_t e = 0; e < E; ++e)
+            std::memcpy(wq.data() + e * expert_bytes, wq0.data() + e * F * row_bytes, row_bytes * F);
+        const ops::WeightView w{GgmlType::Q5_0, H, F, row_bytes, dev(wq)};
+        const void* layout = gpu->expert_layout(w, expert_bytes, E);
+        ASSERT_NE(layout, nullptr) << "H=" << H;
+        const auto want = q50_lanes_reference(wq, row_bytes, expert_bytes, E, F, H);
+        ASSERT_EQ(want.size(), static_cast<size_t>(E * F) * row_bytes);
+        EXPECT_EQ(host(static_cast<const uint8_t*>(layout), want.size()), want) << "H=" << H;
+        EXPECT_EQ(cpu->expert_layout({GgmlType::Q5_0, H, F, row_bytes, wq.data()}, expert_bytes, E), nullptr);
+    }
+}
+
+// The tensor-core expert GEMV reading Q5_0's lane copy gives the blocks' sums to the bit
+// (the same fragments and scales in the same order), for experts of 1-4, 5-8 and more
+// rows (one pass, several), tiles in turn (up to 8 rows an expert on average) and one
+// tile a block (more), partial tiles, rows gathered or in the grouping's order (the
+// down product's form). After the copy is made the blocks are zeroed, so a result
+// that still matches was read from the copy.
+TEST_F(CudaOps, ExpertLaneLayoutGivesTheBlocksSums) {
+    const std::vector<int> few = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 0, 1, 4};
+    const std::vector<int> many = {9, 10, 11, 12, 13, 14, 15, 16, 17, 9, 10, 11, 12, 13, 14, 1};
+    for (const auto* counts : {&few, &many}) {
+        const int64_t E = static_cast<int64_t>(counts->size());
+        std::vector<int32_t> ids;
+        for (int round = 0; round < 17; ++round)
+            for (int64_t e = 0; e < E; ++e)
+                if (round < (*counts)[static_cast<size_t>(e)]) ids.push_back(static_cast<int32_t>(e));
+        const int64_t T = static_cast<int64_t>(ids.size());
+        for (const int64_t F : {37, 100})
+            for (const int64_t H : {64, 704, 2816})
+                for (const bool gathered : {false, true}) {
+                    const std::string what = "T=" + std::to_string(T) + " F=" + std::to_string(F) +
+                                             " H=" + std::to_string(H) + (gathered ? " gathered" : " grouped");
+                    const size_t n = ids.size();
+                    std::vector<int32_t> off(static_cast<size_t>(E + 1)), rows(n), slot(n);
+                    cpu->moe_group({ids.data(), T, 1, E, off.data(), rows.data(), slot.data()});
+                    const auto [wq, row_bytes] = random_quantized(GgmlType::Q5_0, E * F, H, 0.05f);
+                    const auto x = q8_grid_activations(rng, gathered ? T : static_cast<int64_t>(n), H);
+                    ops::MoeMatmulParams m;
+                    void* blocks = dev(wq);
+                    m.w = {GgmlType::Q5_0, H, F, row_bytes, blocks};
+                    m.expert_bytes = row_bytes * static_cast<uint64_t>(F);
+                    m.n_experts = E;
+                    m.offsets = dev(off);
+                    m.x_rows = gathered ? dev(rows) : nullptr;
+                    m.x = dev(x);
+                    m.n_rows = static_cast<int64_t>(n);
+                    m.y = gpu->alloc_array<float>(n * static_cast<size_t>(F));
+                    gpu->moe_matmul(m);
+                    const auto plain = host(m.y, n * static_cast<size_t>(F));
+                    m.w.expert_layout = gpu->expert_layout(m.w, m.expert_bytes, E);
+                    ASSERT_NE(m.w.expert_layout, nullptr) << what;
+                    gpu->upload(blocks, std::vector<uint8_t>(wq.size(), 0).data(), wq.size());
+                    m.y = gpu->alloc_array<float>(n * static_cast<size_t>(F));
+                    gpu->moe_matmul(m);
+                    EXPECT_EQ(host(m.y, n * static_cast<size_t>(F)), plain) << what;
+                }
     }
 }
 
@@ -2877,12 +2983,14 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
         const char* name;
         GgmlType type;
         int64_t n_in, n_out;
-        bool scaled = false;  // from the scaled copy (ops::Backend::expert_layout; GB/s: of the blocks)
+        bool scaled = false;  // from the expert copy (ops::Backend::expert_layout; GB/s: of the blocks)
     };
     for (const Shape& sh : {Shape{"gate_up", GgmlType::Q4_K, 2816, 1408}, Shape{"geglu", GgmlType::Q4_K, 2816, 1408},
                             Shape{"gate_up/s", GgmlType::Q4_K, 2816, 1408, true},
                             Shape{"geglu/s", GgmlType::Q4_K, 2816, 1408, true},
-                            Shape{"down", GgmlType::Q5_0, 704, 2816}, Shape{"down8", GgmlType::Q8_0, 704, 2816}}) {
+                            Shape{"down", GgmlType::Q5_0, 704, 2816},
+                            Shape{"down/s", GgmlType::Q5_0, 704, 2816, true},
+                            Shape{"down8", GgmlType::Q8_0, 704, 2816}}) {
         const bool glu = std::string(sh.name).rfind("geglu", 0) == 0;  // gate_up with the GEGLU epilogue
         const int64_t H = sh.n_in, F2 = sh.n_out;
         const uint64_t row_bytes = *ggml_row_size(sh.type, static_cast<uint64_t>(H));

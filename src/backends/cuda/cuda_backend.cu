@@ -319,6 +319,7 @@ public:
     // about 9.5 GB). Only where it leaves kDecodeLayoutHeadroom free, and not where a
     // scale would overflow f16 (the experts' own blocks then serve).
     const void* expert_layout(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) override {
+        if (q50_lanes_supported(w, expert_bytes, n_expert)) return q50_lanes_copy(w, expert_bytes, n_expert);
         if (!q4k_scaled_supported(w, expert_bytes, n_expert)) return nullptr;
         const std::optional<uint64_t> rows =
             checked_mul(static_cast<uint64_t>(w.n_out), static_cast<uint64_t>(n_expert));
@@ -328,6 +329,18 @@ public:
         if (repack_q4k_scaled(w, expert_bytes, n_expert, static_cast<uint8_t*>(d), stream_)) return d;
         release(d, static_cast<size_t>(*bytes));
         return nullptr;
+    }
+
+    // Q5_0 experts: the lane copy (gemv_mma.h), as many bytes as the experts' rows (the
+    // 26B-A4B's down products of 16 layers: about 2.6 GiB), the same values.
+    const void* q50_lanes_copy(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) {
+        const std::optional<uint64_t> rows =
+            checked_mul(static_cast<uint64_t>(w.n_out), static_cast<uint64_t>(n_expert));
+        const std::optional<uint64_t> bytes = rows ? checked_mul(*rows, w.row_bytes) : std::nullopt;
+        if (!copy_fits(bytes)) return nullptr;
+        void* d = alloc(static_cast<size_t>(*bytes));
+        repack_q50_lanes(w, expert_bytes, n_expert, static_cast<uint8_t*>(d), stream_);
+        return d;
     }
 
     // Every type the expansion decodes except BF16 rows, which gemm_bf16 reads as

@@ -41,9 +41,10 @@ struct GemvArgs {
     // (q8.cuh, n_rows rows of glu values).
     int64_t glu = 0;
     void* y_prep = nullptr;
-    // Q4_K experts only: the same experts in the scaled copy (gemv_mma.h,
-    // ops::WeightView::expert_layout), which the tensor-core kernel reads instead of w.
-    const uint8_t* w_scaled = nullptr;
+    // Q4_K and Q5_0 experts only: the same experts in the backend's copy (gemv_mma.h:
+    // Q4_K's scaled copy, Q5_0's lane copy; ops::WeightView::expert_layout), which the
+    // tensor-core kernel reads instead of w.
+    const uint8_t* w_copy = nullptr;
 };
 
 // The arguments for y = x · Wᵀ (strides 0 mean dense rows); callers add the rows or

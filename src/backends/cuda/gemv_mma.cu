@@ -48,6 +48,7 @@
 // Results: the same integer sums per block as the dp4a kernel, scaled and added in
 // another order (within float rounding of it; tests/cuda/cuda_ops_test.cpp).
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cuda/byte_lanes.cuh"
 #include "backends/cuda/common.cuh"
@@ -147,7 +148,7 @@ static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GE
 #ifndef HF2Q_GEMV_MMA_L2_NEXT
 #define HF2Q_GEMV_MMA_L2_NEXT 1
 #endif
-// 1 (default): Q4_K weights with a scaled copy (GemvArgs::w_scaled, made at load by
+// 1 (default): Q4_K weights with a scaled copy (GemvArgs::w_copy, made at load by
 // repack_q4k_scaled) are read from it; 0: from their blocks as stored, for the A/B.
 // Why: sessions 19-37 read the kernel as bound by issuing instructions, and a paired
 // unit spent about a quarter of its 70.5-82.5 (SASS) decoding the 6-bit scales and
@@ -182,6 +183,18 @@ static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GE
 // fp8 +0.9 %, f16 +0.7 %, 32 sequences int8 +0.4 % (docs/performance.md).
 #ifndef HF2Q_GEMV_MMA_DS_ODD
 #define HF2Q_GEMV_MMA_DS_ODD 1
+#endif
+// 1 (default): Q5_0 experts with a lane copy (GemvArgs::w_copy, made at load by
+// repack_q50_lanes; gemv_mma.h) are read from it by the pairs of units
+// (MmaPairLanes); 0: from their blocks as stored, for the A/B. Why: the down
+// products' Q5_0 ran at 64 % of the H200's copy rate where Q8_0's ran at 91 %
+// (docs/performance.md, session 37), and a pair of Q5_0 units cost 2 · 67.5 SASS
+// instructions, about a third of them putting the fifth bits in place (a multiply
+// and three more operations a fragment word) and joining misaligned words (PRMT).
+// The copy holds the same bytes reordered: each block's fifth bits transposed, so a
+// lane's 8 come out of one shift and two masks, and every piece word-aligned.
+#ifndef HF2Q_GEMV_MMA_Q50_LANES
+#define HF2Q_GEMV_MMA_Q50_LANES 1
 #endif
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
@@ -466,6 +479,39 @@ struct MmaPair<GgmlType::Q5_0> {
 };
 #endif
 
+// Units 2p and 2p + 1 of Q5_0 rows g and g + 8 from the lane copy (gemv_mma.h): the same
+// fragments and scales as MmaPair<Q5_0>, so the same sums. Pair layout (bytes): d0 0-1,
+// d1 2-3, qh0' 4-7, qh1' 8-11, qs0 12-27, qs1 28-43, where qh' is the block's qh with
+// bit 8t + j at 8j + 4 + t and bit 8t + 4 + j at 8j + t (t, j < 4; q50_lanes_of): so
+// lane t's h = qh' >> t has the fifth bits of its values 8t .. 8t + 3 at bit 4 of
+// each byte and those of 8t + 4 .. 8t + 7 at bit 0 (q50_quants takes them from byte
+// t of qh with a multiply each). (Defined only where its switch is on, as MmaPair's.)
+struct MmaPairLanes;
+#if HF2Q_GEMV_MMA_Q50_LANES
+struct MmaPairLanes {
+    uint32_t a[2][4];
+    float d[2][2], m[2][2];
+    __device__ void load(const uint32_t (&row)[2], uint32_t p, int t) {
+        const uint32_t shift = 4 * static_cast<uint32_t>(t / 2);
+        const uint32_t qoff = 8 * static_cast<uint32_t>(t % 2);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t at = row[r] + kQ50LanePair * p;
+            const uint32_t dd = lds4(at);
+#pragma unroll
+            for (int b = 0; b < 2; ++b) {
+                const uint32_t h = lds4(at + 4 + 4 * b) >> t;
+                const uint32_t qx = lds4(at + 12 + 16 * b + qoff), qy = lds4(at + 16 + 16 * b + qoff);
+                d[b][r] = half_bits(dd >> (16 * b));
+                m[b][r] = 16.0f * d[b][r];
+                a[b][r] = ((qx >> shift) & 0x0F0F0F0Fu) | (h & 0x10101010u);
+                a[b][2 + r] = ((qy >> shift) & 0x0F0F0F0Fu) | ((h << 4) & 0x10101010u);
+            }
+        }
+    }
+};
+#endif
+
 // Units 2p and 2p + 1 of Q8_0 rows g and g + 8, as MmaPair<Q5_0> does for Q5_0: two 34-byte
 // blocks are 68 bytes, so on a 4-byte aligned row every piece of the pair sits at a
 // fixed offset. Pair layout (bytes): d0 0-1, qs0 2-33, d1 34-35, qs1 36-67. Lane t's
@@ -707,7 +753,11 @@ template <GgmlType T, int kSplit, int kSeq, bool kGlu = false, bool kScaled = fa
 __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
     gemv_mma_kernel(GemvArgs a, Q8View xq, Smem L, bool direct) {
     static_assert(T != GgmlType::Q4_K || kSplit == kWarps, "Q4_K's passes give warp w the chunk c = w");
-    static_assert(!kScaled || T == GgmlType::Q4_K, "the scaled copy is Q4_K's");
+    // kScaled: read the expert copy (gemv_mma.h): Q4_K's scaled copy, or Q5_0's lane
+    // copy through the pairs of a warp's own tile.
+    static_assert(!kScaled || T == GgmlType::Q4_K || (T == GgmlType::Q5_0 && kSplit == 1),
+                  "the copies: Q4_K's scaled one, Q5_0's lanes for a warp a tile");
+    constexpr bool kQ4kScaled = kScaled && T == GgmlType::Q4_K;
     static_assert(kSplit == 1 || kSplit == kWarps, "a warp a tile, or all of them");
     static_assert(!kGlu || (kSeq == 4 && kSplit == kWarps), "the GEGLU's block: 2 gate and 2 up 16-row tiles");
     using U = MmaUnit<T>;
@@ -768,14 +818,14 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
             // An expert of one pass keeps the first tile's staged rows for the others.
             if (kSeq == 1 || it == 0 || r1 - r0 > kCols)
                 stage_x(smem, L, xq, c0, nt, n_in);
-            else if (kScaled && L.red == L.ds)  // the last tile's sums took the pairs' place
+            else if (kQ4kScaled && L.red == L.ds)  // the last tile's sums took the pairs' place
                 stage_ds(smem, L, xq, c0, nt, n_in);
             cp_async_commit();
             const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
             cp_async_wait<0>();
             __syncthreads();
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if constexpr (kScaled) {  // no scale decoding: one form for every warp
+            if constexpr (kQ4kScaled) {  // no scale decoding: one form for every warp
                 if (paired)
                     paired_pass<true, true>(row, units, smem, L, ds_base, warp, g, t, acc);
                 else
@@ -799,8 +849,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
                                                         (T == GgmlType::Q8_0 && HF2Q_GEMV_MMA_Q80_PAIRS));
                 if constexpr (kPairs) {
                     const uint32_t rs[2] = {smem_u32(row[0]), smem_u32(row[1])};
+                    using Pair = std::conditional_t<kScaled, MmaPairLanes, MmaPair<T>>;
                     for (; u0 + 1 < units; u0 += 2) {
-                        MmaPair<T> w;
+                        Pair w;
                         w.load(rs, u0 / 2, t);
 #pragma unroll
                         for (int s = 0; s < 2; ++s) {
@@ -836,7 +887,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
                 // The four warps' partial sums, added in warp order (in a paired pass, each
                 // warp's columns n and n + 4: lanes l and l + 2). Where they take the
                 // pairs' place, every warp's units first.
-                if (kScaled && L.red == L.ds) __syncthreads();
+                if (kQ4kScaled && L.red == L.ds) __syncthreads();
                 reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
                 __syncthreads();
                 const int r = threadIdx.x / kCols, col = threadIdx.x % kCols;  // 128 threads: 16 × 8 sums
@@ -896,12 +947,26 @@ bool q4k_tiles_in_turn(const GemvArgs& a) {
 GemvArgs scaled_args(const GemvArgs& a) {
     GemvArgs b = a;
     b.w = nullptr;
-    if (!HF2Q_GEMV_MMA_Q4K_SCALED || a.w_scaled == nullptr || a.type != GgmlType::Q4_K || a.n_in % 256 != 0 ||
-        reinterpret_cast<uintptr_t>(a.w_scaled) % 16 != 0)
+    if (!HF2Q_GEMV_MMA_Q4K_SCALED || a.w_copy == nullptr || a.type != GgmlType::Q4_K || a.n_in % 256 != 0 ||
+        reinterpret_cast<uintptr_t>(a.w_copy) % 16 != 0)
         return b;
     b.row_bytes = q4k_scaled_row_bytes(a.n_in);
     b.expert_bytes = b.row_bytes * static_cast<uint64_t>(a.n_out);
-    if (Smem(b, kWarps, true).total > 0) b.w = a.w_scaled;
+    if (Smem(b, kWarps, true).total > 0) b.w = a.w_copy;
+    return b;
+}
+
+// The same for Q5_0's lane copy (the rows as long as the blocks', experts back to
+// back), read by the pairs of a warp's own tile.
+constexpr bool kQ50Lanes = HF2Q_GEMV_MMA_Q50_LANES && HF2Q_GEMV_MMA_Q50_PAIRS && HF2Q_GEMV_MMA_SPLIT32 == 1;
+GemvArgs lanes_args(const GemvArgs& a) {
+    GemvArgs b = a;
+    b.w = nullptr;
+    if (!kQ50Lanes || a.w_copy == nullptr || a.type != GgmlType::Q5_0 || a.n_in % 64 != 0 ||
+        reinterpret_cast<uintptr_t>(a.w_copy) % 4 != 0)
+        return b;
+    b.expert_bytes = a.row_bytes * static_cast<uint64_t>(a.n_out);
+    b.w = a.w_copy;
     return b;
 }
 
@@ -932,7 +997,16 @@ void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts
         constexpr int kSplit = HF2Q_GEMV_MMA_SPLIT32;
         if constexpr (kSplit != kWarps) {
             const Smem wide(a, kSplit);
-            if (HF2Q_GEMV_MMA_SEQ32 > 1 && wide.total > 0 && a.n_rows <= kSeqTilesMaxRows * a.n_experts)
+            const bool seq = HF2Q_GEMV_MMA_SEQ32 > 1 && a.n_rows <= kSeqTilesMaxRows * a.n_experts;
+            if constexpr (T == GgmlType::Q5_0 && kQ50Lanes) {
+                const GemvArgs b = lanes_args(a);
+                if (b.w != nullptr && wide.total > 0) {
+                    if (seq) return launch_split<T, kSplit, HF2Q_GEMV_MMA_SEQ32, false, true>(b, xq, wide,
+                                                                                          max_active_experts, s);
+                    return launch_split<T, kSplit, 1, false, true>(b, xq, wide, max_active_experts, s);
+                }
+            }
+            if (seq && wide.total > 0)
                 return launch_split<T, kSplit, HF2Q_GEMV_MMA_SEQ32>(a, xq, wide, max_active_experts, s);
             if (wide.total > 0) return launch_split<T, kSplit>(a, xq, wide, max_active_experts, s);
         }
@@ -974,7 +1048,67 @@ __global__ void repack_q4k_scaled_kernel(const uint8_t* src, uint64_t row_bytes,
     }
 }
 
+// Block qh's fifth bits in the lane copy's order (MmaPairLanes): bit 8t + j at 8j + 4 + t
+// and bit 8t + 4 + j at 8j + t, for t, j < 4.
+__device__ uint32_t q50_lanes_of(uint32_t qh) {
+    uint32_t out = 0;
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            out |= ((qh >> (8 * t + j)) & 1u) << (8 * j + 4 + t);
+            out |= ((qh >> (8 * t + 4 + j)) & 1u) << (8 * j + t);
+        }
+    return out;
+}
+
+// One pair of 22-byte Q5_0 blocks a thread (2-byte aligned at the source): its lane
+// copy, kQ50LanePair bytes at a 4-byte aligned destination.
+__global__ void repack_q50_lanes_kernel(const uint8_t* src, uint64_t row_bytes, uint64_t expert_bytes, int64_t rows,
+                                        int64_t pairs, int64_t n, uint8_t* dst) {
+    pdl_begin();
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t p = i % pairs, r = i / pairs % rows, e = i / pairs / rows;
+        const uint16_t* in = reinterpret_cast<const uint16_t*>(src + static_cast<uint64_t>(e) * expert_bytes +
+                                                               static_cast<uint64_t>(r) * row_bytes +
+                                                               static_cast<uint64_t>(p) * kQ50LanePair);
+        uint32_t* out = reinterpret_cast<uint32_t*>(dst + static_cast<uint64_t>(i) * kQ50LanePair);
+        // Block b's halfwords start at in + 11b: d, qh (2), qs (8).
+        out[0] = static_cast<uint32_t>(in[0]) | static_cast<uint32_t>(in[11]) << 16;
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+            const uint16_t* blk = in + 11 * b;
+            out[1 + b] = q50_lanes_of(static_cast<uint32_t>(blk[1]) | static_cast<uint32_t>(blk[2]) << 16);
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                out[3 + 4 * b + k] =
+                    static_cast<uint32_t>(blk[3 + 2 * k]) | static_cast<uint32_t>(blk[4 + 2 * k]) << 16;
+        }
+    }
+}
+
 }  // namespace
+
+bool q50_lanes_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) {
+    const uint64_t need = w.row_bytes * static_cast<uint64_t>(w.n_out);
+    // 4-byte alignment as the kernel asks of the blocks as stored (gemv_mma_supported):
+    // where they lack it, the kernel never runs, and no copy is worth its memory.
+    return HF2Q_GEMV_MMA && kQ50Lanes && w.type == GgmlType::Q5_0 && !w.empty() && w.n_in > 0 && w.n_in % 64 == 0 &&
+           w.n_out > 0 && n_expert > 0 && w.row_bytes == static_cast<uint64_t>(w.n_in / 32) * 22 &&
+           (reinterpret_cast<uintptr_t>(w.data) | expert_bytes) % 4 == 0 && (n_expert == 1 || expert_bytes >= need);
+}
+
+void repack_q50_lanes(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert, uint8_t* dst,
+                      cudaStream_t s) {
+    HF2Q_ASSERT(q50_lanes_supported(w, expert_bytes, n_expert) && reinterpret_cast<uintptr_t>(dst) % 4 == 0);
+    const int64_t pairs = w.n_in / 64, n = n_expert * w.n_out * pairs;
+    const int64_t grid = std::min<int64_t>((n + 255) / 256, 65535);
+    launch(repack_q50_lanes_kernel, static_cast<unsigned>(grid), 256, 0, s, static_cast<const uint8_t*>(w.data),
+           w.row_bytes, expert_bytes, w.n_out, pairs, n, dst);
+    HF2Q_CUDA_LAUNCH_CHECK();
+    HF2Q_CUDA_CHECK(cudaStreamSynchronize(s));
+}
 
 uint64_t q4k_scaled_row_bytes(int64_t n_in) {
     return static_cast<uint64_t>(n_in / 256) * kQ4kScaledBlock;

@@ -26,7 +26,7 @@ bool gemv_mma_geglu_supported(const GemvArgs& a);
 // grouping the rows by expert.
 void launch_gemv_mma(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s);
 
-// Q4_K's scaled copy (GemvArgs::w_scaled, ops::WeightView::expert_layout), which the
+// Q4_K's scaled copy (GemvArgs::w_copy, ops::WeightView::expert_layout), which the
 // kernel reads instead of the blocks as stored: each 144-byte block of 256 values
 // becomes kQ4kScaledBlock bytes, first the eight 32-value sub-blocks' (d·scale,
 // dmin·min) as half2 (the header's 6-bit scales and mins decoded and multiplied out,
@@ -42,5 +42,21 @@ bool q4k_scaled_supported(const ops::WeightView& w, uint64_t expert_bytes, int64
 // finite but past f16's range (dst is then not to be used).
 bool repack_q4k_scaled(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert, uint8_t* dst,
                        cudaStream_t s);
+
+// Q5_0's lane copy (GemvArgs::w_copy, ops::WeightView::expert_layout), which the
+// kernel's pairs of units read instead of the blocks as stored: the same 44 bytes a
+// pair of 22-byte blocks, the same values exactly, in another order: both blocks'
+// d (f16), then both blocks' fifth bits, each transposed so that a lane finds its 8
+// with one shift (q50_lane_bits in gemv_mma.cu), then both blocks' 16 quant bytes as
+// stored. Every piece on a 4-byte boundary. Rows (an even number of blocks) and
+// experts stay in order, back to back.
+constexpr uint32_t kQ50LanePair = 44;
+// Whether n_expert experts of w (Q5_0 rows of an even number of blocks, expert_bytes
+// apart, the data 2-byte aligned) can have the copy (the build's switches on).
+bool q50_lanes_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert);
+// Writes the copy of those experts to dst (w.row_bytes · n_out · n_expert bytes, dst
+// 4-byte aligned) and waits for it.
+void repack_q50_lanes(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert, uint8_t* dst,
+                      cudaStream_t s);
 
 }  // namespace hf2q::cuda

@@ -730,7 +730,7 @@ GemvArgs moe_gemv_args(const ops::MoeMatmulParams& p) {
     a.n_rows = p.n_rows;
     a.x_prep = p.x_prep;
     a.x_n_rows = p.x_n_rows;
-    a.w_scaled = static_cast<const uint8_t*>(p.w.expert_layout);
+    a.w_copy = static_cast<const uint8_t*>(p.w.expert_layout);
     return a;
 }
 
