@@ -192,6 +192,17 @@ __device__ __forceinline__ void k_quad_f16(const KV* r, uint32_t& lo, uint32_t& 
     }
 }
 
+// k_quad_f16 for the i8 pools with HF2Q_SPLIT_I8_FOLD: the codes as 1152 + code (exact
+// F16 integers), the offset left for the caller to take off the scores. (Defined only
+// where the switch is on: nvcc rejects a function that is never called.)
+#if HF2Q_SPLIT_I8_FOLD
+__device__ __forceinline__ void k_quad_biased(const kv_i8* r, uint32_t& lo, uint32_t& hi) {
+    const uint32_t u = *reinterpret_cast<const uint32_t*>(r) ^ 0x80808080u;
+    lo = __byte_perm(u, 0x64646464u, 0x4140u);
+    hi = __byte_perm(u, 0x64646464u, 0x4342u);
+}
+#endif
+
 // Head-dimension offset (in the warp's quarter) of accumulator row g + 8h of P·V tile
 // i. The rows are permuted so that one 4-byte word of a V row (4 consecutive dims)
 // feeds two tiles: dims 32p + 4g + 0, 1 are rows g, g + 8 of tile 2p, dims + 2, 3
@@ -727,6 +738,20 @@ constexpr bool split_warp_ok() {
 #define HF2Q_SPLIT_WARP_STAGES 3
 #endif
 static_assert(HF2Q_SPLIT_WARP_STAGES == 2 || HF2Q_SPLIT_WARP_STAGES == 3, "HF2Q_SPLIT_WARP_STAGES: 2 or 3");
+// 1 (default): the i8 pool's K codes enter the score MMAs as 1152 + code (the exact
+// conversion without its HSUB2), and each score takes 1152·ΣQ of its head off after
+// the MMAs; 0: each code converted whole, for the A/B. Why: on the H200 the kernel is
+// bound by issuing instructions, not by DRAM (docs/performance.md, session 49: 998 PTX
+// instructions a 16-key tile, the H200 at 65 % of its copy rate); this takes 64 HSUB2
+// of them a tile. Safe for the scores: 1152 + code and the F16 q are exact MMA
+// operands, the f32 sum of a score's 256 products carries 1152·Σq beside the score
+// (about 8 of f32's 24 bits, leaving more than F16's 11), and the offset cancels within
+// the tile. Not for P·V, whose accumulators would carry 1152·ΣP over the whole split
+// (session 49).
+#ifndef HF2Q_SPLIT_I8_FOLD
+#define HF2Q_SPLIT_I8_FOLD 1
+#endif
+
 // Not kept: a split ring (a stage's K and V in separate copy groups, a tile's K stage refilled
 // as soon as its scores were done, so more stays in flight during the P·V). Session 49, H100,
 // one call: a 64-sequence step int8 5,247 / 5,248 -> 5,224 / 5,229, fp8 5,294 / 5,295 -> 5,278
@@ -787,6 +812,22 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
             qf[2 * kk] = pack_half2(f.x, f.y);
             qf[2 * kk + 1] = pack_half2(f.z, f.w);
         }
+    }
+    // HF2Q_SPLIT_I8_FOLD: 1152·Σq of heads 2·t4 and + 1 (the F16 values the MMAs take), the
+    // offset that the biased K codes add to their scores.
+    constexpr bool kFold = HF2Q_SPLIT_I8_FOLD && kv_scaled<KV>;
+    float bias0 = 0.0f, bias1 = 0.0f;
+    if constexpr (kFold) {
+        float sq = 0.0f;  // head g's q over this lane's dims
+#pragma unroll
+        for (int i = 0; i < 2 * (D / 16); ++i) {
+            const float2 h = __half22float2(*reinterpret_cast<const half2*>(&qf[i]));
+            sq += h.x + h.y;
+        }
+        sq += __shfl_xor_sync(kAll, sq, 1);
+        sq += __shfl_xor_sync(kAll, sq, 2);
+        bias0 = 1152.0f * __shfl_sync(kAll, sq, 8 * t4);
+        bias1 = 1152.0f * __shfl_sync(kAll, sq, 8 * t4 + 4);
     }
 
     // Pool offset of key r = lane % 16 of tile j, or −1 (past the split, or no tile j).
@@ -856,9 +897,23 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
                 uint32_t a[4];
-                k_quad_f16(k0 + 16 * kk, a[0], a[2]);
-                k_quad_f16(k1 + 16 * kk, a[1], a[3]);
+#if HF2Q_SPLIT_I8_FOLD
+                if constexpr (kFold) {
+                    k_quad_biased(k0 + 16 * kk, a[0], a[2]);
+                    k_quad_biased(k1 + 16 * kk, a[1], a[3]);
+                } else
+#endif
+                {
+                    k_quad_f16(k0 + 16 * kk, a[0], a[2]);
+                    k_quad_f16(k1 + 16 * kk, a[1], a[3]);
+                }
                 mma_f16(c, a, qf[2 * kk], qf[2 * kk + 1]);
+            }
+            if constexpr (kFold) {
+                c[0] -= bias0;
+                c[1] -= bias1;
+                c[2] -= bias0;
+                c[3] -= bias1;
             }
         }
         const int32_t key = k_lo + j * TK + g;
