@@ -193,15 +193,15 @@ __device__ __forceinline__ void k_quad_f16(const KV* r, uint32_t& lo, uint32_t& 
 }
 
 // k_quad_f16 for the i8 pools with HF2Q_SPLIT_I8_FOLD: the codes as 1152 + code (exact
-// F16 integers), the offset left for the caller to take off the scores. (Defined only
-// where the switch is on: nvcc rejects a function that is never called.)
-#if HF2Q_SPLIT_I8_FOLD
-__device__ __forceinline__ void k_quad_biased(const kv_i8* r, uint32_t& lo, uint32_t& hi) {
+// F16 integers), the offset left for the caller to take off the scores. (A template, so
+// that nvcc accepts it where the switch leaves it unused.)
+template <class KV>
+__device__ __forceinline__ void k_quad_biased(const KV* r, uint32_t& lo, uint32_t& hi) {
+    static_assert(kv_scaled<KV>, "the i8 pools' codes");
     const uint32_t u = *reinterpret_cast<const uint32_t*>(r) ^ 0x80808080u;
     lo = __byte_perm(u, 0x64646464u, 0x4140u);
     hi = __byte_perm(u, 0x64646464u, 0x4342u);
 }
-#endif
 
 // Head-dimension offset (in the warp's quarter) of accumulator row g + 8h of P·V tile
 // i. The rows are permuted so that one 4-byte word of a V row (4 consecutive dims)
@@ -897,13 +897,10 @@ __device__ __forceinline__ void split_warps_item(const ops::AttentionParams& p, 
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
                 uint32_t a[4];
-#if HF2Q_SPLIT_I8_FOLD
                 if constexpr (kFold) {
                     k_quad_biased(k0 + 16 * kk, a[0], a[2]);
                     k_quad_biased(k1 + 16 * kk, a[1], a[3]);
-                } else
-#endif
-                {
+                } else {
                     k_quad_f16(k0 + 16 * kk, a[0], a[2]);
                     k_quad_f16(k1 + 16 * kk, a[1], a[3]);
                 }
