@@ -2,8 +2,9 @@
 # Session 57: Q5_0's lane copy (HF2Q_GEMV_MMA_Q50_LANES) against main's code, and the pairs' odd stride
 # (HF2Q_GEMV_MMA_DS_ODD, main since session 55) on whatever card comes. Binaries built on the CPU machine
 # (sm_90a) from main + the session's change, bundled by out/bundle.sh into out/bin57x/bundle57.tar.xz:
-#   lanes  the change (defaults), o  HF2Q_GEMV_MMA_Q50_LANES 0 (= main's behaviour), e  o with DS_ODD 0;
-#   test_cuda_ops, test_model, test_cuda_attention of lanes; out/bin57x/libhf2q_cupti_trace.so (trace).
+#   fold   the branch's defaults: the lane copy and the i8 score fold (HF2Q_SPLIT_I8_FOLD),
+#   lanes  HF2Q_SPLIT_I8_FOLD 0, o  lanes with HF2Q_GEMV_MMA_Q50_LANES 0 (= main's behaviour), e  o with DS_ODD 0;
+#   test_cuda_ops, test_model, test_cuda_attention of fold; out/bin57x/libhf2q_cupti_trace.so (the trace).
 #   run(carry=["out/bin57x"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s> bash out/s57a.sh
 # Tests first, then the 64-sequence rows (int8 twice, fp8, f16) alternating, 32 sequences, the expert
 # kernel alone, a CUPTI trace of the int8 step, and SASS counts of the Q5_0 kernels.
@@ -11,16 +12,19 @@ cd "$(dirname "$0")/.."
 source out/device_lib.sh
 L=${LIMIT:-600}
 V=build-v
-unbundle out/bin57x/bundle57.tar.xz lanes o e
+unbundle out/bin57x/bundle57.tar.xz fold lanes o e
 el unpacked
-synth_g26 /tmp/bund/hf2q_lanes &
-t ops 150 /tmp/bund/test_cuda_ops
-t model 150 /tmp/bund/test_model --gtest_filter='*Cuda*:*Batching*:*Graph*:*Concurrent*'
+synth_g26 /tmp/bund/hf2q_fold &
+t ops 200 /tmp/bund/test_cuda_ops &
+t model 200 /tmp/bund/test_model --gtest_filter='*Cuda*:*Batching*:*Graph*:*Concurrent*:*Int8*' &
+t att 200 /tmp/bund/test_cuda_attention --gtest_filter='-*DISABLED*' &
 wait
 el tests
 row() { b $V/$1 -p '' -n 32 -b $3 -d 1024 -r 2 -ub 4096 --cache-type $2; }
-{ for c in int8 fp8 f16 int8; do for v in lanes o e; do before $((L - 150)) && row $v $c 64; done; done
-  for v in lanes o; do before $((L - 120)) && row $v int8 32; done
+{ for v in fold lanes o e; do before $((L - 150)) && row $v int8 64; done
+  for c in fp8 f16; do for v in lanes o; do before $((L - 150)) && row $v $c 64; done; done
+  for v in fold lanes o e; do before $((L - 150)) && row $v int8 64; done
+  for v in fold lanes o; do before $((L - 120)) && row $v int8 32; done
 } 2>&1 | tee $OUT/bench.txt
 el bench
 before $((L - 90)) && { timeout 60 /tmp/bund/test_cuda_ops --gtest_also_run_disabled_tests \
@@ -29,15 +33,15 @@ before $((L - 90)) && { timeout 60 /tmp/bund/test_cuda_ops --gtest_also_run_disa
 el kernel
 if before $((L - 60)); then
   CUDA_INJECTION64_PATH=$PWD/out/bin57x/libhf2q_cupti_trace.so HF2Q_TRACE_OUT=/tmp/trace.csv \
-    timeout 50 $V/lanes/bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p '' -n 16 -b 64 -d 1024 -r 1 -ub 4096 \
+    timeout 50 $V/fold/bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p '' -n 16 -b 64 -d 1024 -r 1 -ub 4096 \
     --cache-type int8 > /tmp/trace.log 2>&1
   echo "trace rc=$?"
-  python3 scripts/trace_summary.py /tmp/trace.csv --skip 4 > $OUT/trace_lanes.txt 2>&1
-  head -30 $OUT/trace_lanes.txt
+  python3 scripts/trace_summary.py /tmp/trace.csv --skip 4 > $OUT/trace_fold.txt 2>&1
+  head -30 $OUT/trace_fold.txt
 fi
 el trace
 if before $((L - 20)) && command -v cuobjdump > /dev/null; then  # SASS instructions of each expert-GEMV kernel
-  for v in lanes o; do
+  for v in fold o; do
     cuobjdump -sass $V/$v/bin/hf2q 2>/dev/null | awk '/Function :/ {f = $3} /^ +\/\*[0-9a-f]+\*\/ / {n[f]++}
       END {for (k in n) print n[k], k}' | grep gemv_mma_kernel | sort -k2 > $OUT/sass-$v.txt
     echo "$v:"; cat $OUT/sass-$v.txt | cut -c1-160
