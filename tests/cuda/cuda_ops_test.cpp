@@ -1151,6 +1151,25 @@ TEST_F(CudaOps, MoeCombineWithOneTokenProduct) {
             }
 }
 
+namespace {
+
+// Top-1 routing with counts[e] rows for expert e, tokens interleaved (round by round)
+// so that each expert's gathered rows are scattered, and the counts used below: kFewRows
+// (1-4 rows a paired pass, 5-8 a full one, more in several; 102 rows for 16 experts,
+// tiles in turn) and kManyRows (187 rows: one tile a block).
+std::vector<int32_t> ids_with_counts(const std::vector<int>& counts) {
+    std::vector<int32_t> ids;
+    const int most = *std::max_element(counts.begin(), counts.end());
+    for (int round = 0; round < most; ++round)
+        for (size_t e = 0; e < counts.size(); ++e)
+            if (round < counts[e]) ids.push_back(static_cast<int32_t>(e));
+    return ids;
+}
+const std::vector<int> kFewRows = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 0, 1, 4};
+const std::vector<int> kManyRows = {9, 10, 11, 12, 13, 14, 15, 16, 17, 9, 10, 11, 12, 13, 14, 1};
+
+}  // namespace
+
 // The tensor-core expert GEMV's pass boundaries (gemv_mma.cu): experts with 1-4 routed
 // rows take one paired pass, 5-8 one full pass, 9-12 a full pass and a paired one,
 // and so on. Routing with fixed counts per expert (top-1, tokens interleaved so the
@@ -1160,12 +1179,9 @@ TEST_F(CudaOps, MoeCombineWithOneTokenProduct) {
 // of 16 rows (two blocks of 4, HF2Q_GEMV_MMA_Q4K_TILES) and two 64-row tiles of the
 // 32-value formats (one block, HF2Q_GEMV_MMA_SEQ32), the last tile partial.
 TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
-    const std::vector<int> counts = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 0, 1, 4};
+    const std::vector<int>& counts = kFewRows;
     const int64_t E = static_cast<int64_t>(counts.size());
-    std::vector<int32_t> ids;
-    for (int round = 0; round < 17; ++round)
-        for (int64_t e = 0; e < E; ++e)
-            if (round < counts[static_cast<size_t>(e)]) ids.push_back(static_cast<int32_t>(e));
+    const std::vector<int32_t> ids = ids_with_counts(counts);
     const int64_t T = static_cast<int64_t>(ids.size());  // 102 routed rows > 16 experts
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q8_0}) {
         const std::vector<int64_t> widths =
@@ -1192,34 +1208,44 @@ TEST_F(CudaOps, GroupedIntegerGemvPassBoundaries) {
 
 namespace {
 
+// An expert copy made on the host (the references of the backend's repacks): E experts
+// of F rows (expert_bytes apart in wq) of `pieces` pieces of in_bytes each, every piece
+// rewritten by piece(src, dst) into out_bytes, experts and rows back to back.
+template <class Piece>
+std::vector<uint8_t> expert_copy_reference(const std::vector<uint8_t>& wq, uint64_t row_bytes, uint64_t expert_bytes,
+                                           int64_t E, int64_t F, int64_t pieces, uint64_t in_bytes,
+                                           uint64_t out_bytes, Piece piece) {
+    std::vector<uint8_t> out(static_cast<size_t>(E * F * pieces) * out_bytes);
+    for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = 0; r < F; ++r)
+            for (int64_t b = 0; b < pieces; ++b)
+                piece(wq.data() + static_cast<uint64_t>(e) * expert_bytes + static_cast<uint64_t>(r) * row_bytes +
+                          static_cast<uint64_t>(b) * in_bytes,
+                      out.data() + static_cast<size_t>((e * F + r) * pieces + b) * out_bytes);
+    return out;
+}
+
 // Q4_K's scaled copy as gemv_mma.h describes it, made on the host from the blocks of
 // E experts of F rows of H values (expert_bytes apart): the reference the device's
 // repack must equal byte for byte (the scales as the CPU's Q4_K decoding reads them).
 std::vector<uint8_t> q4k_scaled_reference(const std::vector<uint8_t>& wq, uint64_t row_bytes, uint64_t expert_bytes,
                                           int64_t E, int64_t F, int64_t H) {
-    const int64_t nb = H / 256;
-    std::vector<uint8_t> out(static_cast<size_t>(E * F * nb) * 160);
-    for (int64_t e = 0; e < E; ++e)
-        for (int64_t r = 0; r < F; ++r)
-            for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t* src = wq.data() + static_cast<uint64_t>(e) * expert_bytes +
-                                     static_cast<uint64_t>(r) * row_bytes + static_cast<uint64_t>(b) * 144;
-                uint8_t* dst = out.data() + static_cast<size_t>((e * F + r) * nb + b) * 160;
-                uint16_t dh = 0, mh = 0;
-                std::memcpy(&dh, src, 2);
-                std::memcpy(&mh, src + 2, 2);
-                const float d = quant::fp16_to_fp32(dh), dmin = quant::fp16_to_fp32(mh);
-                for (int j = 0; j < 8; ++j) {
-                    int sc = 0, mn = 0;
-                    quant::detail::get_scale_min_k4(j, src + 4, &sc, &mn);
-                    const uint16_t hs = quant::fp32_to_fp16(d * static_cast<float>(sc));
-                    const uint16_t hm = quant::fp32_to_fp16(dmin * static_cast<float>(mn));
-                    std::memcpy(dst + 4 * j, &hs, 2);
-                    std::memcpy(dst + 4 * j + 2, &hm, 2);
-                }
-                std::memcpy(dst + 32, src + 16, 128);
+    return expert_copy_reference(
+        wq, row_bytes, expert_bytes, E, F, H / 256, 144, 160, [](const uint8_t* src, uint8_t* dst) {
+            uint16_t dh = 0, mh = 0;
+            std::memcpy(&dh, src, 2);
+            std::memcpy(&mh, src + 2, 2);
+            const float d = quant::fp16_to_fp32(dh), dmin = quant::fp16_to_fp32(mh);
+            for (int j = 0; j < 8; ++j) {
+                int sc = 0, mn = 0;
+                quant::detail::get_scale_min_k4(j, src + 4, &sc, &mn);
+                const uint16_t hs = quant::fp32_to_fp16(d * static_cast<float>(sc));
+                const uint16_t hm = quant::fp32_to_fp16(dmin * static_cast<float>(mn));
+                std::memcpy(dst + 4 * j, &hs, 2);
+                std::memcpy(dst + 4 * j + 2, &hm, 2);
             }
-    return out;
+            std::memcpy(dst + 32, src + 16, 128);
+        });
 }
 
 // The grouped product of routed rows (grouping off, x rows gathered by rows) with the
@@ -1302,14 +1328,9 @@ TEST_F(CudaOps, ExpertScaledLayoutRepacksTheScales) {
 // one tile a block (more), partial tiles; and within f16 rounding of the scales of the
 // product from the blocks as stored.
 TEST_F(CudaOps, ExpertScaledLayoutMatchesItsReference) {
-    const std::vector<int> few = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 0, 1, 4};
-    const std::vector<int> many = {9, 10, 11, 12, 13, 14, 15, 16, 17, 9, 10, 11, 12, 13, 14, 1};
-    for (const auto* counts : {&few, &many}) {
+    for (const auto* counts : {&kFewRows, &kManyRows}) {
         const int64_t E = static_cast<int64_t>(counts->size());
-        std::vector<int32_t> ids;
-        for (int round = 0; round < 17; ++round)
-            for (int64_t e = 0; e < E; ++e)
-                if (round < (*counts)[static_cast<size_t>(e)]) ids.push_back(static_cast<int32_t>(e));
+        const std::vector<int32_t> ids = ids_with_counts(*counts);
         const int64_t T = static_cast<int64_t>(ids.size());
         for (const int64_t F : {37, 100})
             for (const int64_t H : {256, 2816}) {
@@ -1352,29 +1373,22 @@ namespace {
 // with bit 8t + j moved to 8j + 4 + t and bit 8t + 4 + j to 8j + t, then both qs.
 std::vector<uint8_t> q50_lanes_reference(const std::vector<uint8_t>& wq, uint64_t row_bytes, uint64_t expert_bytes,
                                          int64_t E, int64_t F, int64_t H) {
-    const int64_t pairs = H / 64;
-    std::vector<uint8_t> out(static_cast<size_t>(E * F * pairs) * 44);
-    for (int64_t e = 0; e < E; ++e)
-        for (int64_t r = 0; r < F; ++r)
-            for (int64_t p = 0; p < pairs; ++p) {
-                const uint8_t* src = wq.data() + static_cast<uint64_t>(e) * expert_bytes +
-                                     static_cast<uint64_t>(r) * row_bytes + static_cast<uint64_t>(p) * 44;
-                uint8_t* dst = out.data() + static_cast<size_t>((e * F + r) * pairs + p) * 44;
-                for (int b = 0; b < 2; ++b) {
-                    const uint8_t* blk = src + 22 * b;
-                    std::memcpy(dst + 2 * b, blk, 2);
-                    uint32_t qh = 0, moved = 0;
-                    std::memcpy(&qh, blk + 2, 4);
-                    for (int t = 0; t < 4; ++t)
-                        for (int j = 0; j < 4; ++j) {
-                            if (qh >> (8 * t + j) & 1u) moved |= 1u << (8 * j + 4 + t);
-                            if (qh >> (8 * t + 4 + j) & 1u) moved |= 1u << (8 * j + t);
-                        }
-                    std::memcpy(dst + 4 + 4 * b, &moved, 4);
-                    std::memcpy(dst + 12 + 16 * b, blk + 6, 16);
-                }
+    return expert_copy_reference(
+        wq, row_bytes, expert_bytes, E, F, H / 64, 44, 44, [](const uint8_t* src, uint8_t* dst) {
+            for (int b = 0; b < 2; ++b) {
+                const uint8_t* blk = src + 22 * b;
+                std::memcpy(dst + 2 * b, blk, 2);
+                uint32_t qh = 0, moved = 0;
+                std::memcpy(&qh, blk + 2, 4);
+                for (int t = 0; t < 4; ++t)
+                    for (int j = 0; j < 4; ++j) {
+                        if (qh >> (8 * t + j) & 1u) moved |= 1u << (8 * j + 4 + t);
+                        if (qh >> (8 * t + 4 + j) & 1u) moved |= 1u << (8 * j + t);
+                    }
+                std::memcpy(dst + 4 + 4 * b, &moved, 4);
+                std::memcpy(dst + 12 + 16 * b, blk + 6, 16);
             }
-    return out;
+        });
 }
 
 }  // namespace
@@ -1407,14 +1421,9 @@ TEST_F(CudaOps, ExpertLaneLayoutReordersQ50Blocks) {
 // down product's form). After the copy is made the blocks are zeroed, so a result
 // that still matches was read from the copy.
 TEST_F(CudaOps, ExpertLaneLayoutGivesTheBlocksSums) {
-    const std::vector<int> few = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 0, 1, 4};
-    const std::vector<int> many = {9, 10, 11, 12, 13, 14, 15, 16, 17, 9, 10, 11, 12, 13, 14, 1};
-    for (const auto* counts : {&few, &many}) {
+    for (const auto* counts : {&kFewRows, &kManyRows}) {
         const int64_t E = static_cast<int64_t>(counts->size());
-        std::vector<int32_t> ids;
-        for (int round = 0; round < 17; ++round)
-            for (int64_t e = 0; e < E; ++e)
-                if (round < (*counts)[static_cast<size_t>(e)]) ids.push_back(static_cast<int32_t>(e));
+        const std::vector<int32_t> ids = ids_with_counts(*counts);
         const int64_t T = static_cast<int64_t>(ids.size());
         for (const int64_t F : {37, 100})
             for (const int64_t H : {64, 704, 2816})
