@@ -6,8 +6,8 @@
 #   lanes  HF2Q_SPLIT_I8_FOLD 0, o  lanes with HF2Q_GEMV_MMA_Q50_LANES 0 (= main's behaviour), e  o with DS_ODD 0;
 #   test_cuda_ops, test_model, test_cuda_attention of fold; out/bin57x/libhf2q_cupti_trace.so (the trace).
 #   run(carry=["out/bin57x"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s> bash out/s57a.sh
-# Tests first, then the 64-sequence rows (int8 twice, fp8, f16) alternating, 32 sequences, the expert
-# kernel alone, a CUPTI trace of the int8 step, and SASS counts of the Q5_0 kernels.
+# The changed kernels' tests first, then the 64-sequence rows alternating (int8 twice, fp8), the expert kernel
+# alone, more rows (f16, e, 32 sequences), the other suites, a CUPTI trace of the int8 step, and SASS counts.
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 L=${LIMIT:-600}
@@ -15,22 +15,29 @@ V=build-v
 unbundle out/bin57x/bundle57.tar.xz fold lanes o e
 el unpacked
 synth_g26 /tmp/bund/hf2q_fold &
-t ops 200 /tmp/bund/test_cuda_ops &
-t model 200 /tmp/bund/test_model --gtest_filter='*Cuda*:*Batching*:*Graph*:*Concurrent*:*Int8*' &
-t att 200 /tmp/bund/test_cuda_attention --gtest_filter='-*DISABLED*' &
+t ops 150 /tmp/bund/test_cuda_ops --gtest_filter='*Expert*:*Grouped*:*Moe*:*Matmul*' &
+t att 150 /tmp/bund/test_cuda_attention --gtest_filter='*i8*:*I8*:*Split*:*Warp*:-*DISABLED*' &
 wait
 el tests
 row() { b $V/$1 -p '' -n 32 -b $3 -d 1024 -r 2 -ub 4096 --cache-type $2; }
-{ for v in fold lanes o e; do before $((L - 150)) && row $v int8 64; done
-  for c in fp8 f16; do for v in lanes o; do before $((L - 150)) && row $v $c 64; done; done
-  for v in fold lanes o e; do before $((L - 150)) && row $v int8 64; done
-  for v in fold lanes o; do before $((L - 120)) && row $v int8 32; done
+{ for v in fold lanes o; do before $((L - 60)) && row $v int8 64; done
+  for v in lanes o; do before $((L - 60)) && row $v fp8 64; done
+  for v in fold lanes o; do before $((L - 60)) && row $v int8 64; done
+  before $((L - 150)) && { timeout 60 /tmp/bund/test_cuda_ops --gtest_also_run_disabled_tests \
+    --gtest_filter='*DISABLED_MoeThroughput' > $OUT/moe.log 2>&1; grep -E "moe (down|gate_up|geglu)" $OUT/moe.log |
+    grep -E "T=   64|T=  512" | grep "device only"; }
+  for v in lanes o; do before $((L - 60)) && row $v f16 64; done
+  for v in e o; do before $((L - 60)) && row $v int8 64; done
+  for v in fold o; do before $((L - 60)) && row $v int8 32; done
+  for v in e o; do before $((L - 60)) && row $v fp8 64; done
 } 2>&1 | tee $OUT/bench.txt
 el bench
-before $((L - 90)) && { timeout 60 /tmp/bund/test_cuda_ops --gtest_also_run_disabled_tests \
-  --gtest_filter='*DISABLED_MoeThroughput' > $OUT/moe.log 2>&1; grep -E "moe (down|gate_up|geglu)" $OUT/moe.log |
-  grep -E "T=   64|T=  512" | grep "device only"; }
-el kernel
+if before $((L - 125)); then  # the rest of the suites the change touches
+  t model 110 /tmp/bund/test_model --gtest_filter='*Cuda*:*Batching*:*Graph*:*Concurrent*:*Int8*' &
+  t ops-all 110 /tmp/bund/test_cuda_ops &
+  wait
+fi
+el tests2
 if before $((L - 60)); then
   CUDA_INJECTION64_PATH=$PWD/out/bin57x/libhf2q_cupti_trace.so HF2Q_TRACE_OUT=/tmp/trace.csv \
     timeout 50 $V/fold/bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p '' -n 16 -b 64 -d 1024 -r 1 -ub 4096 \
