@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# Session 57: Q5_0's lane copy (HF2Q_GEMV_MMA_Q50_LANES) against main's code, and the pairs' odd stride
-# (HF2Q_GEMV_MMA_DS_ODD, main since session 55) on whatever card comes. Binaries built on the CPU machine
-# (sm_90a) from main + the session's change, bundled by out/bundle.sh into out/bin57x/bundle57.tar.xz:
-#   fold   the branch's defaults: the lane copy and the i8 score fold (HF2Q_SPLIT_I8_FOLD),
-#   lanes  HF2Q_SPLIT_I8_FOLD 0, o  lanes with HF2Q_GEMV_MMA_Q50_LANES 0 (= main's behaviour), e  o with DS_ODD 0;
-#   test_cuda_ops, test_model, test_cuda_attention of fold; out/bin57x/libhf2q_cupti_trace.so (the trace).
+# Session 57's prepared changes, both off on main: Q5_0's lane copy (HF2Q_GEMV_MMA_Q50_LANES) and the i8 score
+# fold (HF2Q_SPLIT_I8_FOLD), against main's code, and the pairs' odd stride (HF2Q_GEMV_MMA_DS_ODD, main since
+# session 55), on whatever card comes. The binaries (out/bin57x, ignored) come from `bash out/s57build.sh DIR` on
+# the CPU machine (its header says what fold, lanes, o and e are; the tests are fold's).
 #   run(carry=["out/bin57x"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s> bash out/s57a.sh
 # The changed kernels' tests first, then the 64-sequence rows alternating (int8 twice, fp8), the expert kernel
 # alone, more rows (f16, e, 32 sequences), the other suites, a CUPTI trace of the int8 step, and SASS counts.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 57, the short form of out/s57a.sh (same binaries, out/bin57x) for a call of 2-4 minutes: the lane
+# Session 57, the short form of out/s57a.sh (same binaries: out/s57build.sh) for a call of 2-4 minutes: the lane
 # copy's and the i8 fold's kernel tests beside the synth, then 64-sequence int8 rows of fold, lanes and o.
 #   run(carry=["out/bin57x"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s> bash out/s57b.sh
 cd "$(dirname "$0")/.."

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/gemv_mma_switches.h"
 #include "quant/quant.h"
 #include "quant/quant_impl.h"
 #include "runtime/backend_factory.h"
@@ -1394,8 +1395,9 @@ std::vector<uint8_t> q50_lanes_reference(const std::vector<uint8_t>& wq, uint64_
 }  // namespace
 
 // ops::Backend::expert_layout: Q5_0 experts of an even number of blocks a row get the
-// lane copy (gemv_mma.h), byte for byte the host's, experts apart by more than their
-// rows (a gap of 4 bytes) included; the CPU backend has none.
+// lane copy (gemv_mma.h) in a build with HF2Q_GEMV_MMA_Q50_LANES, byte for byte the
+// host's, experts apart by more than their rows (a gap of 4 bytes) included, and none
+// without it; the CPU backend has none.
 TEST_F(CudaOps, ExpertLaneLayoutReordersQ50Blocks) {
     const int64_t E = 3, F = 37;
     for (const int64_t H : {64, 704, 2816}) {
@@ -1406,6 +1408,10 @@ TEST_F(CudaOps, ExpertLaneLayoutReordersQ50Blocks) {
             std::memcpy(wq.data() + e * expert_bytes, wq0.data() + e * F * row_bytes, row_bytes * F);
         const ops::WeightView w{GgmlType::Q5_0, H, F, row_bytes, dev(wq)};
         const void* layout = gpu->expert_layout(w, expert_bytes, E);
+        if (!HF2Q_GEMV_MMA_Q50_LANES) {
+            EXPECT_EQ(layout, nullptr) << "H=" << H << ": a copy in a build without it";
+            continue;
+        }
         ASSERT_NE(layout, nullptr) << "H=" << H;
         const auto want = q50_lanes_reference(wq, row_bytes, expert_bytes, E, F, H);
         ASSERT_EQ(want.size(), static_cast<size_t>(E * F) * row_bytes);
@@ -1421,6 +1427,7 @@ TEST_F(CudaOps, ExpertLaneLayoutReordersQ50Blocks) {
 // down product's form). After the copy is made the blocks are zeroed, so a result
 // that still matches was read from the copy.
 TEST_F(CudaOps, ExpertLaneLayoutGivesTheBlocksSums) {
+    if (!HF2Q_GEMV_MMA_Q50_LANES) GTEST_SKIP() << "Q5_0's lane copy is off in this build (HF2Q_GEMV_MMA_Q50_LANES)";
     for (const auto* counts : {&kFewRows, &kManyRows}) {
         const int64_t E = static_cast<int64_t>(counts->size());
         const std::vector<int32_t> ids = ids_with_counts(*counts);
@@ -3015,6 +3022,7 @@ TEST_F(CudaOps, DISABLED_MoeThroughput) {
         const void* dw = dev(wq);
         const void* layout =
             sh.scaled ? gpu->expert_layout({sh.type, H, F2, row_bytes, dw}, row_bytes * F2, E) : nullptr;
+        if (sh.scaled && sh.type == GgmlType::Q5_0 && !HF2Q_GEMV_MMA_Q50_LANES) continue;  // no copy in this build
         if (sh.scaled) {
             EXPECT_NE(layout, nullptr) << sh.name;
         }

@@ -738,18 +738,20 @@ constexpr bool split_warp_ok() {
 #define HF2Q_SPLIT_WARP_STAGES 3
 #endif
 static_assert(HF2Q_SPLIT_WARP_STAGES == 2 || HF2Q_SPLIT_WARP_STAGES == 3, "HF2Q_SPLIT_WARP_STAGES: 2 or 3");
-// 1 (default): the i8 pool's K codes enter the score MMAs as 1152 + code (the exact
-// conversion without its HSUB2), and each score takes 1152·ΣQ of its head off after
-// the MMAs; 0: each code converted whole, for the A/B. Why: on the H200 the kernel is
+// 1: the i8 pool's K codes enter the score MMAs as 1152 + code (the exact conversion
+// without its HSUB2), and each score takes 1152·ΣQ of its head off after the MMAs; 0
+// (default): each code converted whole. Off until a GPU has run and measured it (session
+// 57 prepared it and found no device; out/s57a.sh is its A/B). Why: on the H200 the kernel is
 // bound by issuing instructions, not by DRAM (docs/performance.md, session 49: 998 PTX
 // instructions a 16-key tile, the H200 at 65 % of its copy rate); this takes 64 HSUB2
 // of them a tile. Safe for the scores: 1152 + code and the F16 q are exact MMA
 // operands, the f32 sum of a score's 256 products carries 1152·Σq beside the score
 // (about 8 of f32's 24 bits, leaving more than F16's 11), and the offset cancels within
 // the tile. Not for P·V, whose accumulators would carry 1152·ΣP over the whole split
-// (session 49).
+// (session 49). Session 51's form of the fold (on a branch since lost) took 2.0 % off
+// the kernel on an H100 (ncu) and left the H100's step as it was.
 #ifndef HF2Q_SPLIT_I8_FOLD
-#define HF2Q_SPLIT_I8_FOLD 1
+#define HF2Q_SPLIT_I8_FOLD 0
 #endif
 
 // Not kept: a split ring (a stage's K and V in separate copy groups, a tile's K stage refilled

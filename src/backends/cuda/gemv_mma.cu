@@ -54,6 +54,7 @@
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/dequant.cuh"
 #include "backends/cuda/gemv_mma.h"
+#include "backends/cuda/gemv_mma_switches.h"
 #include "backends/cuda/grouping.cuh"
 #include "backends/cuda/mma.cuh"
 
@@ -184,18 +185,7 @@ static_assert(HF2Q_GEMV_MMA_SPLIT32 == 4 || HF2Q_GEMV_MMA_SPLIT32 == 1, "HF2Q_GE
 #ifndef HF2Q_GEMV_MMA_DS_ODD
 #define HF2Q_GEMV_MMA_DS_ODD 1
 #endif
-// 1 (default): Q5_0 experts with a lane copy (GemvArgs::w_copy, made at load by
-// repack_q50_lanes; gemv_mma.h) are read from it by the pairs of units
-// (MmaPairLanes); 0: from their blocks as stored, for the A/B. Why: the down
-// products' Q5_0 ran at 64 % of the H200's copy rate where Q8_0's ran at 91 %
-// (docs/performance.md, session 37), and a pair of Q5_0 units cost 2 · 67.5 SASS
-// instructions, about a third of them putting the fifth bits in place (a multiply
-// and three more operations a fragment word) and joining misaligned words (PRMT).
-// The copy holds the same bytes reordered: each block's fifth bits transposed, so a
-// lane's 8 come out of one shift and two masks, and every piece word-aligned.
-#ifndef HF2Q_GEMV_MMA_Q50_LANES
-#define HF2Q_GEMV_MMA_Q50_LANES 1
-#endif
+// HF2Q_GEMV_MMA_Q50_LANES (Q5_0's lane copy): gemv_mma_switches.h, which the tests read too.
 // At most this much dynamic shared memory a block: four blocks an SM.
 constexpr size_t kMaxSmem = 56 * 1024;
 constexpr size_t kPad = 16;  // lds8_a2 may read up to 4 bytes past a row's end
