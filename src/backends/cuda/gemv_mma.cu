@@ -1052,7 +1052,7 @@ __device__ uint32_t q50_lanes_of(uint32_t qh) {
     return out;
 }
 
-// One pair of 22-byte Q5_0 blocks a thread (2-byte aligned at the source): its lane
+// One pair of 22-byte Q5_0 blocks a thread (4-byte aligned at the source, q50_lanes_supported): its lane
 // copy, kQ50LanePair bytes at a 4-byte aligned destination.
 __global__ void repack_q50_lanes_kernel(const uint8_t* src, uint64_t row_bytes, uint64_t expert_bytes, int64_t rows,
                                         int64_t pairs, int64_t n, uint8_t* dst) {
