@@ -142,6 +142,24 @@ protected:
         return q;
     }
 
+    // E experts of F random rows of H values of type t (sd 0.05) in host memory, gap
+    // zero bytes after each expert's rows: experts expert_bytes apart, as a 3-D expert
+    // tensor may lay them out.
+    struct Experts {
+        std::vector<uint8_t> bytes;
+        uint64_t row_bytes = 0, expert_bytes = 0;
+    };
+    Experts experts_apart(GgmlType t, int64_t E, int64_t F, int64_t H, uint64_t gap) {
+        const auto [wq, row_bytes] = random_quantized(t, E * F, H, 0.05f);
+        Experts x;
+        x.row_bytes = row_bytes;
+        x.expert_bytes = row_bytes * static_cast<uint64_t>(F) + gap;
+        x.bytes.assign(x.expert_bytes * static_cast<uint64_t>(E), 0);
+        for (int64_t e = 0; e < E; ++e)
+            std::memcpy(x.bytes.data() + e * x.expert_bytes, wq.data() + e * F * row_bytes, row_bytes * F);
+        return x;
+    }
+
     // Runs m on the GPU into a new y of n rows × ys values whose columns F .. ys − 1
     // hold a sentinel; returns columns 0 .. F − 1 of every row, and in pad_kept
     // whether every sentinel survived (nothing written outside the outputs).
@@ -1294,11 +1312,7 @@ std::vector<float> q4k_scaled_product(const std::vector<uint8_t>& scaled, int64_
 TEST_F(CudaOps, ExpertScaledLayoutRepacksTheScales) {
     const int64_t E = 3, F = 37;
     for (const int64_t H : {256, 2816}) {
-        const auto [wq0, row_bytes] = random_quantized(GgmlType::Q4_K, E * F, H, 0.05f);
-        const uint64_t expert_bytes = row_bytes * F + 16;
-        std::vector<uint8_t> wq(expert_bytes * E, 0);
-        for (int64_t e = 0; e < E; ++e)
-            std::memcpy(wq.data() + e * expert_bytes, wq0.data() + e * F * row_bytes, row_bytes * F);
+        const auto [wq, row_bytes, expert_bytes] = experts_apart(GgmlType::Q4_K, E, F, H, 16);
         const ops::WeightView w{GgmlType::Q4_K, H, F, row_bytes, dev(wq)};
         const void* layout = gpu->expert_layout(w, expert_bytes, E);
         ASSERT_NE(layout, nullptr) << "H=" << H;
@@ -1401,11 +1415,7 @@ std::vector<uint8_t> q50_lanes_reference(const std::vector<uint8_t>& wq, uint64_
 TEST_F(CudaOps, ExpertLaneLayoutReordersQ50Blocks) {
     const int64_t E = 3, F = 37;
     for (const int64_t H : {64, 704, 2816}) {
-        const auto [wq0, row_bytes] = random_quantized(GgmlType::Q5_0, E * F, H, 0.05f);
-        const uint64_t expert_bytes = row_bytes * F + 4;
-        std::vector<uint8_t> wq(expert_bytes * E, 0);
-        for (int64_t e = 0; e < E; ++e)
-            std::memcpy(wq.data() + e * expert_bytes, wq0.data() + e * F * row_bytes, row_bytes * F);
+        const auto [wq, row_bytes, expert_bytes] = experts_apart(GgmlType::Q5_0, E, F, H, 4);
         const ops::WeightView w{GgmlType::Q5_0, H, F, row_bytes, dev(wq)};
         const void* layout = gpu->expert_layout(w, expert_bytes, E);
         if (!HF2Q_GEMV_MMA_Q50_LANES) {

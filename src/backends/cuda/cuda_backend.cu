@@ -319,28 +319,31 @@ public:
     // about 9.5 GB). Only where it leaves kDecodeLayoutHeadroom free, and not where a
     // scale would overflow f16 (the experts' own blocks then serve).
     const void* expert_layout(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) override {
-        if (q50_lanes_supported(w, expert_bytes, n_expert)) return q50_lanes_copy(w, expert_bytes, n_expert);
+        // Q5_0 experts (a build with HF2Q_GEMV_MMA_Q50_LANES): the lane copy (gemv_mma.h),
+        // as many bytes as the experts' rows, the same values.
+        if (q50_lanes_supported(w, expert_bytes, n_expert))
+            return expert_copy(w, n_expert, w.row_bytes, [&](uint8_t* d) {
+                repack_q50_lanes(w, expert_bytes, n_expert, d, stream_);
+                return true;
+            });
         if (!q4k_scaled_supported(w, expert_bytes, n_expert)) return nullptr;
-        const std::optional<uint64_t> rows =
-            checked_mul(static_cast<uint64_t>(w.n_out), static_cast<uint64_t>(n_expert));
-        const std::optional<uint64_t> bytes = rows ? checked_mul(*rows, q4k_scaled_row_bytes(w.n_in)) : std::nullopt;
-        if (!copy_fits(bytes)) return nullptr;
-        void* d = alloc(static_cast<size_t>(*bytes));
-        if (repack_q4k_scaled(w, expert_bytes, n_expert, static_cast<uint8_t*>(d), stream_)) return d;
-        release(d, static_cast<size_t>(*bytes));
-        return nullptr;
+        return expert_copy(w, n_expert, q4k_scaled_row_bytes(w.n_in), [&](uint8_t* d) {
+            return repack_q4k_scaled(w, expert_bytes, n_expert, d, stream_);
+        });
     }
 
-    // Q5_0 experts: the lane copy (gemv_mma.h), as many bytes as the experts' rows (the
-    // 26B-A4B's down products of 16 layers: about 2.6 GiB), the same values.
-    const void* q50_lanes_copy(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) {
+    // n_expert experts of w again in rows of row_bytes, written by repack (false: the
+    // copy is not to be used), where the copy leaves kDecodeLayoutHeadroom free.
+    template <class Repack>
+    const void* expert_copy(const ops::WeightView& w, int64_t n_expert, uint64_t row_bytes, Repack repack) {
         const std::optional<uint64_t> rows =
             checked_mul(static_cast<uint64_t>(w.n_out), static_cast<uint64_t>(n_expert));
-        const std::optional<uint64_t> bytes = rows ? checked_mul(*rows, w.row_bytes) : std::nullopt;
+        const std::optional<uint64_t> bytes = rows ? checked_mul(*rows, row_bytes) : std::nullopt;
         if (!copy_fits(bytes)) return nullptr;
         void* d = alloc(static_cast<size_t>(*bytes));
-        repack_q50_lanes(w, expert_bytes, n_expert, static_cast<uint8_t*>(d), stream_);
-        return d;
+        if (repack(static_cast<uint8_t*>(d))) return d;
+        release(d, static_cast<size_t>(*bytes));
+        return nullptr;
     }
 
     // Every type the expansion decodes except BF16 rows, which gemm_bf16 reads as

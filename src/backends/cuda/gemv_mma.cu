@@ -853,16 +853,20 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
                         }
                     }
                 }
-                for (uint32_t u = u0; u < units; u += kSplit) {  // (an odd unit left after the pairs)
-                    U w;
-                    w.load(row, u, t);
+                // An odd unit left after the pairs, read from the blocks as stored (the lane
+                // copy's rows are whole pairs, lanes_args, and MmaUnit cannot read them).
+                if constexpr (!kScaled) {
+                    for (uint32_t u = u0; u < units; u += kSplit) {
+                        U w;
+                        w.load(row, u, t);
 #pragma unroll
-                    for (int s = 0; s < U::kSub; ++s) {
-                        const uint32_t j = U::block(u, s);
-                        const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
-                        int sum[4];
-                        mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
-                        scale_into<U::kMin>(acc, sum, w.d[s], w.m[s], ds0[j], ds1[j]);
+                        for (int s = 0; s < U::kSub; ++s) {
+                            const uint32_t j = U::block(u, s);
+                            const int2 xv = *reinterpret_cast<const int2*>(xrow + 32 * j);
+                            int sum[4];
+                            mma_s8(sum, w.a[s], static_cast<uint32_t>(xv.x), static_cast<uint32_t>(xv.y), kBias);
+                            scale_into<U::kMin>(acc, sum, w.d[s], w.m[s], ds0[j], ds1[j]);
+                        }
                     }
                 }
             }
@@ -1004,15 +1008,24 @@ void launch_type(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts
     }
 }
 
+// Piece i (in order: expert, row, piece) of an expert tensor at src whose rows hold
+// `pieces` pieces of piece_bytes: where it starts. The repack kernels' thread i writes
+// the copy's piece i, which lies back to back in the same order.
+__device__ __forceinline__ const uint8_t* expert_piece(const uint8_t* src, int64_t i, int64_t pieces,
+                                                       uint64_t piece_bytes, int64_t rows, uint64_t row_bytes,
+                                                       uint64_t expert_bytes) {
+    const int64_t b = i % pieces, r = i / pieces % rows, e = i / pieces / rows;
+    return src + static_cast<uint64_t>(e) * expert_bytes + static_cast<uint64_t>(r) * row_bytes +
+           static_cast<uint64_t>(b) * piece_bytes;
+}
+
 // One 144-byte block of Q4_K a thread: its scaled form (kQ4kScaledBlock bytes).
 __global__ void repack_q4k_scaled_kernel(const uint8_t* src, uint64_t row_bytes, uint64_t expert_bytes, int64_t rows,
                                          int64_t blocks, int64_t n, uint8_t* dst, unsigned* overflow) {
     pdl_begin();  // (launch's programmatic serialization: the flag's reset runs first)
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const int64_t b = i % blocks, r = i / blocks % rows, e = i / blocks / rows;
-        const uint8_t* blk = src + static_cast<uint64_t>(e) * expert_bytes + static_cast<uint64_t>(r) * row_bytes +
-                             static_cast<uint64_t>(b) * 144;
+        const uint8_t* blk = expert_piece(src, i, blocks, 144, rows, row_bytes, expert_bytes);
         uint8_t* out = dst + static_cast<uint64_t>(i) * kQ4kScaledBlock;
         const uint4* q = reinterpret_cast<const uint4*>(blk);
         const uint4 hd = q[0];  // d, dmin, then the 12 bytes of 6-bit scales and mins
@@ -1059,10 +1072,8 @@ __global__ void repack_q50_lanes_kernel(const uint8_t* src, uint64_t row_bytes, 
     pdl_begin();
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const int64_t p = i % pairs, r = i / pairs % rows, e = i / pairs / rows;
-        const uint16_t* in = reinterpret_cast<const uint16_t*>(src + static_cast<uint64_t>(e) * expert_bytes +
-                                                               static_cast<uint64_t>(r) * row_bytes +
-                                                               static_cast<uint64_t>(p) * kQ50LanePair);
+        const uint16_t* in =
+            reinterpret_cast<const uint16_t*>(expert_piece(src, i, pairs, kQ50LanePair, rows, row_bytes, expert_bytes));
         uint32_t* out = reinterpret_cast<uint32_t*>(dst + static_cast<uint64_t>(i) * kQ50LanePair);
         // Block b's halfwords start at in + 11b: d, qh (2), qs (8).
         out[0] = static_cast<uint32_t>(in[0]) | static_cast<uint32_t>(in[11]) << 16;
@@ -1077,6 +1088,9 @@ __global__ void repack_q50_lanes_kernel(const uint8_t* src, uint64_t row_bytes, 
         }
     }
 }
+
+// The repack kernels' grid for n pieces (a thread a piece, grid-stride past 65,535 blocks).
+unsigned repack_grid(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535)); }
 
 }  // namespace
 
@@ -1093,8 +1107,7 @@ void repack_q50_lanes(const ops::WeightView& w, uint64_t expert_bytes, int64_t n
                       cudaStream_t s) {
     HF2Q_ASSERT(q50_lanes_supported(w, expert_bytes, n_expert) && reinterpret_cast<uintptr_t>(dst) % 4 == 0);
     const int64_t pairs = w.n_in / 64, n = n_expert * w.n_out * pairs;
-    const int64_t grid = std::min<int64_t>((n + 255) / 256, 65535);
-    launch(repack_q50_lanes_kernel, static_cast<unsigned>(grid), 256, 0, s, static_cast<const uint8_t*>(w.data),
+    launch(repack_q50_lanes_kernel, repack_grid(n), 256, 0, s, static_cast<const uint8_t*>(w.data),
            w.row_bytes, expert_bytes, w.n_out, pairs, n, dst);
     HF2Q_CUDA_LAUNCH_CHECK();
     HF2Q_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -1120,8 +1133,7 @@ bool repack_q4k_scaled(const ops::WeightView& w, uint64_t expert_bytes, int64_t 
     HF2Q_CUDA_CHECK(cudaMalloc(&overflow, sizeof(unsigned)));
     HF2Q_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(unsigned), s));
     const int64_t blocks = w.n_in / 256, n = n_expert * w.n_out * blocks;
-    const int64_t grid = std::min<int64_t>((n + 255) / 256, 65535);
-    launch(repack_q4k_scaled_kernel, static_cast<unsigned>(grid), 256, 0, s, static_cast<const uint8_t*>(w.data),
+    launch(repack_q4k_scaled_kernel, repack_grid(n), 256, 0, s, static_cast<const uint8_t*>(w.data),
            w.row_bytes, expert_bytes, w.n_out, blocks, n, dst, overflow);
     HF2Q_CUDA_LAUNCH_CHECK();
     unsigned flag = 0;
