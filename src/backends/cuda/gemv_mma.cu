@@ -1097,10 +1097,18 @@ unsigned repack_grid(int64_t n) { return static_cast<unsigned>(std::min<int64_t>
 bool q50_lanes_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) {
     const uint64_t need = w.row_bytes * static_cast<uint64_t>(w.n_out);
     // 4-byte alignment as the kernel asks of the blocks as stored (gemv_mma_supported):
-    // where they lack it, the kernel never runs, and no copy is worth its memory.
-    return HF2Q_GEMV_MMA && kQ50Lanes && w.type == GgmlType::Q5_0 && !w.empty() && w.n_in > 0 && w.n_in % 64 == 0 &&
-           w.n_out > 0 && n_expert > 0 && w.row_bytes == static_cast<uint64_t>(w.n_in / 32) * 22 &&
-           (reinterpret_cast<uintptr_t>(w.data) | expert_bytes) % 4 == 0 && (n_expert == 1 || expert_bytes >= need);
+    // where they lack it, the kernel never runs, and no copy is worth its memory. The
+    // same for rows too long for the warp-a-tile kernel's shared memory (launch_type
+    // reads the copy only there): the experts' down rows (704) fit, 2,816 do not.
+    if (!(HF2Q_GEMV_MMA && kQ50Lanes && w.type == GgmlType::Q5_0 && !w.empty() && w.n_in > 0 && w.n_in % 64 == 0 &&
+          w.n_out > 0 && n_expert > 0 && w.row_bytes == static_cast<uint64_t>(w.n_in / 32) * 22 &&
+          (reinterpret_cast<uintptr_t>(w.data) | expert_bytes) % 4 == 0 && (n_expert == 1 || expert_bytes >= need)))
+        return false;
+    GemvArgs a;
+    a.type = w.type;
+    a.n_in = w.n_in;
+    a.row_bytes = w.row_bytes;
+    return Smem(a, HF2Q_GEMV_MMA_SPLIT32).total > 0;
 }
 
 void repack_q50_lanes(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert, uint8_t* dst,

@@ -53,7 +53,8 @@ bool repack_q4k_scaled(const ops::WeightView& w, uint64_t expert_bytes, int64_t 
 constexpr uint32_t kQ50LanePair = 44;
 // Whether n_expert experts of w (Q5_0 rows of an even number of blocks, expert_bytes
 // apart, the data and expert_bytes 4-byte aligned, as the kernel asks of the
-// blocks it reads) can have the copy (the build's switches on).
+// blocks it reads) can have the copy (the build's switches on, and rows short
+// enough for the shared memory of the kernel that reads it).
 bool q50_lanes_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert);
 // Writes the copy of those experts to dst (w.row_bytes · n_out · n_expert bytes, dst
 // 4-byte aligned) and waits for it.
