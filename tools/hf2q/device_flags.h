@@ -44,7 +44,7 @@ inline void add_device_flags(ArgParser& p, DeviceFlags& d) {
            "do not keep a second copy of a Q6_K LM head in the layout CUDA decode reads faster (saves its size in GPU memory, 0.6 GB for the 26B-A4B; one-sequence decode 2-3 % slower)",
            &d.no_head_copy);
     p.flag("--no-expert-copy",
-           "do not keep a second copy of Q4_K experts with their scales decoded, which batched CUDA decode reads faster (saves the copy's GPU memory, 9.5 GB for the 26B-A4B; 64 sequences about 3 % slower on an H200; the copy's scales are rounded to f16)",
+           "do not keep second copies of the experts in the layouts batched CUDA decode reads faster: Q4_K with their scales decoded, Q5_0 with their blocks reordered (saves the copies' GPU memory, 9.5 + 2.8 GB for the 26B-A4B; 64 sequences about 3.5 % slower; the Q4_K copy's scales are rounded to f16)",
            &d.no_expert_copy);
     p.option("--batch-copy", "MODE",
              "BF16 copies of the dense weights and the LM head in GPU memory, so batches of 17+ tokens (many sequences, prompt chunks) skip expanding them on every step (2 bytes per value: 4.8 GB for the 26B-A4B; 64 sequences 16 % faster): on, off, or auto (on when the copies take at most a quarter of the GPU memory left after the weights)",
