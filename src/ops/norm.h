@@ -44,16 +44,6 @@ struct RmsNormParams {
 // weighted combine (ops/moe.h), so the MoE layer's combine joins the same pass.
 // Backend::residual_norms' default runs exactly that sequence of ops (so b0 and b1
 // are clobbered: scratch); a device backend does it in one pass.
-// An expert tensor that the products after an op read first, experts in order (w the
-// first expert's view, WeightView::expert_layout its backend copy if any): a hint, with
-// no effect on results, that a device backend may use to ask its cache for the first
-// bytes while the small kernels before those products run.
-struct ExpertPrefetch {
-    WeightView w;
-    uint64_t expert_bytes = 0;
-    int64_t n_expert = 0;
-};
-
 struct ResidualNormsParams {
     static constexpr int kMaxOut = 3;
     float* x = nullptr;  // [rows][n] the residual stream, updated in place
@@ -72,7 +62,6 @@ struct ResidualNormsParams {
     float out_scale[kMaxOut] = {1.0f, 1.0f, 1.0f};
     void* y_prep[kMaxOut] = {nullptr, nullptr, nullptr};  // optional: y[j] prepared (ops/prepared.h)
     void* y_bf16[kMaxOut] = {nullptr, nullptr, nullptr};  // optional: y[j]'s BF16 rows (ops/prepared.h)
-    ExpertPrefetch prefetch;                               // optional (w empty: none)
 };
 
 inline void check_residual_norms(const ResidualNormsParams& p) {

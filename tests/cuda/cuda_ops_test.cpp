@@ -311,43 +311,6 @@ TEST_F(CudaOps, ResidualNormsMatchCpu) {
     }
 }
 
-// residual_norms with an expert prefetch hint (ops::ExpertPrefetch) gives the bits it
-// gives without one, at batches where the CUDA backend acts on the hint
-// (HF2Q_EXPERT_PREFETCH_MB; past its GEMV's 16 tokens) and below, for a tensor far
-// smaller than the prefetch (its range is capped at the experts' bytes) and for its
-// scaled copy.
-TEST_F(CudaOps, ResidualNormsPrefetchHintChangesNothing) {
-    const int64_t n = 2816, E = 3, F = 37, H = 256;
-    const auto [wq, row_bytes, expert_bytes] = experts_apart(GgmlType::Q4_K, E, F, H, 16);
-    ops::WeightView w{GgmlType::Q4_K, H, F, row_bytes, dev(wq)};
-    for (const bool copy : {false, true}) {
-        w.expert_layout = copy ? gpu->expert_layout(w, expert_bytes, E) : nullptr;
-        for (const int64_t rows : {8, 17, 64}) {
-            const size_t rn = static_cast<size_t>(rows * n);
-            const auto x = randn(rn, 2.0f), b0 = randn(rn, 5.0f), w0 = randn(static_cast<size_t>(n)),
-                       wy = randn(static_cast<size_t>(n));
-            std::vector<float> out[2];
-            for (const bool hint : {false, true}) {
-                ops::ResidualNormsParams g;
-                g.rows = rows;
-                g.n = n;
-                g.x = dev(x);
-                g.b[0] = dev(b0);
-                g.w[0] = dev(w0);
-                g.n_out = 1;
-                g.y[0] = gpu->alloc_array<float>(rn);
-                g.out_w[0] = dev(wy);
-                if (hint) g.prefetch = {w, expert_bytes, E};
-                gpu->residual_norms(g);
-                out[hint] = host(g.x, rn);
-                const auto y = host(g.y[0], rn);
-                out[hint].insert(out[hint].end(), y.begin(), y.end());
-            }
-            EXPECT_EQ(out[1], out[0]) << "rows=" << rows << (copy ? " (scaled copy)" : "");
-        }
-    }
-}
-
 // residual_norms with the experts' combine as its second branch (MoE layers), on
 // the device (fused; its combine loads the experts in chunks of 8 or 2: K = 11
 // crosses chunks, rows above 64 and n = 8192 take the kernel without early weights;

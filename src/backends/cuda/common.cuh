@@ -159,16 +159,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 #endif
 }
 
-// prefetch_l2 over bytes at p in 1 MiB pieces, lane l of a warp asking for pieces l,
-// l + 32, ... (so a range of up to 32 MiB costs each lane one instruction).
-__device__ __forceinline__ void prefetch_l2_range(const void* p, uint64_t bytes, int lane) {
-    constexpr uint64_t kPiece = uint64_t{1} << 20;
-    for (uint64_t off = static_cast<uint64_t>(lane) * kPiece; off < bytes; off += 32 * kPiece) {
-        const uint64_t n = bytes - off < kPiece ? bytes - off : kPiece;
-        prefetch_l2(static_cast<const uint8_t*>(p) + off, static_cast<uint32_t>(n));
-    }
-}
-
 // KV cache elements (ops/attention.h KvType): float, half or FP8 E4M3 (kv_e4m3).
 // Stores round to nearest even (the CPU reference's fp32_to_fp16 / fp32_to_e4m3;
 // E4M3 saturates to ±448, __NV_SATFINITE); loads are exact.

@@ -2,7 +2,6 @@
 // ops::Backend::begin_side, two more for concurrent batched products), a cuBLAS
 // handle (and one per product stream), every allocation, and the matmul scratch.
 // Ops enqueue on the stream of the chain being issued; download() synchronises.
-#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -78,15 +77,6 @@ constexpr bool kBf16Rows = HF2Q_BF16_ROWS != 0;
 // forward's kMoeDeviceTokens), the one kernel that reads the prepared form there; above,
 // the tile GEMM may run and would ignore it.
 constexpr int64_t kMoeDownPreparedTokens = 64;
-// MiB of the experts' gate_up (their copy where the GEMV reads one) that the
-// residual_norms before the router chain asks L2 for (ops::ExpertPrefetch), in
-// batches past kGemvTokens: the router chain's 25-40 µs a layer leave DRAM idle
-// (docs/performance.md, session 58), and the GEMV's first blocks read the first
-// experts. 0 (default): no prefetch, for the A/B.
-#ifndef HF2Q_EXPERT_PREFETCH_MB
-#define HF2Q_EXPERT_PREFETCH_MB 0
-#endif
-constexpr uint64_t kExpertPrefetchBytes = uint64_t{HF2Q_EXPERT_PREFETCH_MB} << 20;
 
 class CudaBackend final : public ops::Backend {
 public:
@@ -332,12 +322,12 @@ public:
         // Q5_0 experts (a build with HF2Q_GEMV_MMA_Q50_LANES): the lane copy (gemv_mma.h),
         // as many bytes as the experts' rows, the same values.
         if (q50_lanes_supported(w, expert_bytes, n_expert))
-            return expert_copy(w, n_expert, expert_copy_row_bytes(w), [&](uint8_t* d) {
+            return expert_copy(w, n_expert, w.row_bytes, [&](uint8_t* d) {
                 repack_q50_lanes(w, expert_bytes, n_expert, d, stream_);
                 return true;
             });
         if (!q4k_scaled_supported(w, expert_bytes, n_expert)) return nullptr;
-        return expert_copy(w, n_expert, expert_copy_row_bytes(w), [&](uint8_t* d) {
+        return expert_copy(w, n_expert, q4k_scaled_row_bytes(w.n_in), [&](uint8_t* d) {
             return repack_q4k_scaled(w, expert_bytes, n_expert, d, stream_);
         });
     }
@@ -400,24 +390,9 @@ public:
     }
 
     void rms_norm(const ops::RmsNormParams& p) override { launch_rms_norm(p, cur_stream()); }
-    // p.prefetch as the range the kernel asks L2 for: the first kExpertPrefetchBytes of
-    // the experts as the grouped GEMV reads them (the copy, else the blocks); none for
-    // the GEMV's batches, whose routed kernels read only the routed experts.
-    L2Range expert_prefetch(const ops::ResidualNormsParams& p) const {
-        const ops::ExpertPrefetch& f = p.prefetch;
-        if (kExpertPrefetchBytes == 0 || f.w.empty() || f.n_expert <= 0 || p.rows <= kGemvTokens) return {};
-        const uint64_t copy_row = f.w.expert_layout != nullptr ? expert_copy_row_bytes(f.w) : 0;
-        const std::optional<uint64_t> per_expert = copy_row > 0
-                                                       ? checked_mul(copy_row, static_cast<uint64_t>(f.w.n_out))
-                                                       : std::optional<uint64_t>{f.expert_bytes};
-        const std::optional<uint64_t> total =
-            per_expert ? checked_mul(*per_expert, static_cast<uint64_t>(f.n_expert)) : std::nullopt;
-        if (!total) return {};
-        return {copy_row > 0 ? f.w.expert_layout : f.w.data, std::min(*total, kExpertPrefetchBytes)};
-    }
     void residual_norms(const ops::ResidualNormsParams& p) override {
         ops::check_residual_norms(p);
-        if (launch_residual_norms(p, expert_prefetch(p), cur_stream())) return;
+        if (launch_residual_norms(p, cur_stream())) return;
         Backend::residual_norms(p);
         for (int j = 0; j < p.n_out; ++j) {  // a producer given a prepared buffer fills it
             if (p.y_prep[j] != nullptr) launch_quantize_q8(p.y[j], p.n, p.rows, p.n, p.y_prep[j], cur_stream());

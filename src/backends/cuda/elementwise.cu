@@ -305,9 +305,8 @@ constexpr int kCombineChunk = kEarly ? 8 : 2;
 // the norm weights are loaded before the wait (NormWeights).
 template <bool kEarly, bool kFull>
 __global__ void __launch_bounds__(kEarly ? kEarlyMaxThreads : 1024)
-    residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombineParams c, L2Range pf) {
+    residual_norms_kernel(ops::ResidualNormsParams p, ops::MoeCombineParams c) {
     const int64_t r = blockIdx.x, n4 = p.n / 4;
-    if (pf.bytes > 0 && r == 0 && threadIdx.x < 32) prefetch_l2_range(pf.p, pf.bytes, static_cast<int>(threadIdx.x));
     const NormWeights<kEarly, kFull> nw(p, n4);
     pdl_begin();
     __shared__ float2 shared[32];
@@ -575,7 +574,7 @@ void launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t s) {
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
-bool launch_residual_norms(const ops::ResidualNormsParams& p, L2Range pf, cudaStream_t s) {
+bool launch_residual_norms(const ops::ResidualNormsParams& p, cudaStream_t s) {
     const int64_t n4 = p.n / 4;
     for (int j = 0; j < p.n_out; ++j) HF2Q_ASSERT(p.y_prep[j] == nullptr || p.n % 32 == 0);
     bool ok = p.n % 4 == 0 && n4 <= int64_t{kRowVecs} * 1024 && aligned16(p.x) && aligned16(p.sum_w);
@@ -588,11 +587,11 @@ bool launch_residual_norms(const ops::ResidualNormsParams& p, L2Range pf, cudaSt
     const ops::MoeCombineParams c = p.combine ? *p.combine : ops::MoeCombineParams{};
     const bool early = threads <= kEarlyMaxThreads && p.rows <= kEarlyMaxRows;
     if (early && HF2Q_RESIDUAL_NORMS_FULL && n4 == int64_t{kRowVecs} * threads)
-        launch(residual_norms_kernel<true, true>, static_cast<unsigned>(p.rows), threads, 0, s, p, c, pf);
+        launch(residual_norms_kernel<true, true>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
     else if (early)
-        launch(residual_norms_kernel<true, false>, static_cast<unsigned>(p.rows), threads, 0, s, p, c, pf);
+        launch(residual_norms_kernel<true, false>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
     else
-        launch(residual_norms_kernel<false, false>, static_cast<unsigned>(p.rows), threads, 0, s, p, c, pf);
+        launch(residual_norms_kernel<false, false>, static_cast<unsigned>(p.rows), threads, 0, s, p, c);
     HF2Q_CUDA_LAUNCH_CHECK();
     return true;
 }

@@ -1121,12 +1121,6 @@ void repack_q50_lanes(const ops::WeightView& w, uint64_t expert_bytes, int64_t n
     HF2Q_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
-uint64_t expert_copy_row_bytes(const ops::WeightView& w) {
-    if (w.type == GgmlType::Q4_K) return q4k_scaled_row_bytes(w.n_in);
-    if (w.type == GgmlType::Q5_0) return w.row_bytes;
-    return 0;
-}
-
 uint64_t q4k_scaled_row_bytes(int64_t n_in) {
     return static_cast<uint64_t>(n_in / 256) * kQ4kScaledBlock;
 }

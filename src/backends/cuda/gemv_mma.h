@@ -61,8 +61,4 @@ bool q50_lanes_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_
 void repack_q50_lanes(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert, uint8_t* dst,
                       cudaStream_t s);
 
-// The row length of w's expert copy, by its type (Q4_K's scaled copy, Q5_0's lane
-// copy); 0 for types without one. The copy's experts lie back to back, n_out rows each.
-uint64_t expert_copy_row_bytes(const ops::WeightView& w);
-
 }  // namespace hf2q::cuda

@@ -44,16 +44,9 @@ struct AttentionWorkspace {
 };
 
 void launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t s);
-// Bytes of model weights (which no kernel writes, common.cuh) a kernel asks L2 for
-// before its wait, without reading them.
-struct L2Range {
-    const void* p = nullptr;
-    uint64_t bytes = 0;
-};
 // One kernel for the whole op where rows fit in registers (n % 4 == 0, n <= 8192,
 // 16-byte aligned rows); false otherwise (the caller runs the rms_norm sequence).
-// prefetch: asked of L2 by the kernel's first warp (p.prefetch resolved by the backend).
-bool launch_residual_norms(const ops::ResidualNormsParams& p, L2Range prefetch, cudaStream_t s);
+bool launch_residual_norms(const ops::ResidualNormsParams& p, cudaStream_t s);
 // One kernel for head dims of a multiple of 128 (8-byte aligned rows); false
 // otherwise (the caller runs the op sequence).
 bool launch_attention_inputs(const ops::AttentionInputsParams& p, cudaStream_t s);

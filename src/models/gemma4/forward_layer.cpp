@@ -216,7 +216,7 @@ void Forward::attention(int64_t il, const BatchView& b, const std::vector<LayerK
 // the updated x, in one residual_norms op: cur = rmsnorm(x; ffn_norm) and, on MoE
 // layers, the router's rmsnorm(x) ⊙ router scale / √H and the experts'
 // rmsnorm(x; pre_ffw_norm_2) (prepared once per token: the experts' gate_up reads
-// it through the grouping's gather), with the experts' gate_up as its prefetch hint.
+// it through the grouping's gather).
 void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
     const int64_t H = c_.n_embd;
     ops::ResidualNormsParams r = residual(tmp_, l.post_attention_norm, T);
@@ -234,12 +234,6 @@ void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
         r.out_w[2] = l.pre_ffw_norm_2;
         r.y_prep[2] = prep(moe_in_prep_, T, H);
         r.n_out = 3;
-        // The experts' gate_up is the next large read; the router chain runs first
-        // (feed_forward). Only where the grouping stays on the device (moe()).
-        if (T <= kMoeDeviceTokens && !observer_) {
-            const ExpertWeights& gu = l.gate_up_exps.empty() ? l.gate_exps : l.gate_up_exps;
-            r.prefetch = {gu.first, gu.expert_bytes, gu.n_expert};
-        }
     }
     be_.residual_norms(r);
 }
