@@ -1092,23 +1092,29 @@ __global__ void repack_q50_lanes_kernel(const uint8_t* src, uint64_t row_bytes, 
 // The repack kernels' grid for n pieces (a thread a piece, grid-stride past 65,535 blocks).
 unsigned repack_grid(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535)); }
 
+// Whether the kernel that reads an expert copy of w (rows of copy_row_bytes; split and
+// scaled as launch_type launches it) fits w's rows in its shared memory. Where it does
+// not, the launch reads the blocks as stored, and no copy is worth its memory.
+bool copy_kernel_fits(const ops::WeightView& w, uint64_t copy_row_bytes, int split, bool scaled) {
+    GemvArgs a;
+    a.type = w.type;
+    a.n_in = w.n_in;
+    a.row_bytes = copy_row_bytes;
+    return Smem(a, split, scaled).total > 0;
+}
+
 }  // namespace
 
 bool q50_lanes_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) {
     const uint64_t need = w.row_bytes * static_cast<uint64_t>(w.n_out);
     // 4-byte alignment as the kernel asks of the blocks as stored (gemv_mma_supported):
     // where they lack it, the kernel never runs, and no copy is worth its memory. The
-    // same for rows too long for the warp-a-tile kernel's shared memory (launch_type
-    // reads the copy only there): the experts' down rows (704) fit, 2,816 do not.
-    if (!(HF2Q_GEMV_MMA && kQ50Lanes && w.type == GgmlType::Q5_0 && !w.empty() && w.n_in > 0 && w.n_in % 64 == 0 &&
-          w.n_out > 0 && n_expert > 0 && w.row_bytes == static_cast<uint64_t>(w.n_in / 32) * 22 &&
-          (reinterpret_cast<uintptr_t>(w.data) | expert_bytes) % 4 == 0 && (n_expert == 1 || expert_bytes >= need)))
-        return false;
-    GemvArgs a;
-    a.type = w.type;
-    a.n_in = w.n_in;
-    a.row_bytes = w.row_bytes;
-    return Smem(a, HF2Q_GEMV_MMA_SPLIT32).total > 0;
+    // same for rows too long for the warp-a-tile kernel (the experts' down rows, 704
+    // values, fit; 2,816 do not).
+    return HF2Q_GEMV_MMA && kQ50Lanes && w.type == GgmlType::Q5_0 && !w.empty() && w.n_in > 0 && w.n_in % 64 == 0 &&
+           w.n_out > 0 && n_expert > 0 && w.row_bytes == static_cast<uint64_t>(w.n_in / 32) * 22 &&
+           (reinterpret_cast<uintptr_t>(w.data) | expert_bytes) % 4 == 0 && (n_expert == 1 || expert_bytes >= need) &&
+           copy_kernel_fits(w, w.row_bytes, HF2Q_GEMV_MMA_SPLIT32, false);
 }
 
 void repack_q50_lanes(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert, uint8_t* dst,
@@ -1131,7 +1137,7 @@ bool q4k_scaled_supported(const ops::WeightView& w, uint64_t expert_bytes, int64
            w.n_in % 256 == 0 && w.n_out > 0 && n_expert > 0 &&
            w.row_bytes == static_cast<uint64_t>(w.n_in / 256) * 144 &&
            (reinterpret_cast<uintptr_t>(w.data) | w.row_bytes | expert_bytes) % 16 == 0 &&
-           (n_expert == 1 || expert_bytes >= need);
+           (n_expert == 1 || expert_bytes >= need) && copy_kernel_fits(w, q4k_scaled_row_bytes(w.n_in), kWarps, true);
 }
 
 bool repack_q4k_scaled(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert, uint8_t* dst,

@@ -35,7 +35,8 @@ void launch_gemv_mma(const GemvArgs& a, const Q8View& xq, int64_t max_active_exp
 constexpr uint32_t kQ4kScaledBlock = 160;
 uint64_t q4k_scaled_row_bytes(int64_t n_in);
 // Whether n_expert experts of w (Q4_K rows of whole blocks, expert_bytes apart, the
-// rows, experts and data 16-byte aligned) can have the copy (the build's switch on).
+// rows, experts and data 16-byte aligned) can have the copy (the build's switch on, and
+// rows short enough for the shared memory of the kernel that reads it).
 bool q4k_scaled_supported(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert);
 // Writes the copy of those experts to dst (q4k_scaled_row_bytes(n_in) · n_out ·
 // n_expert bytes) and waits for it. False where a product d·scale or dmin·min is

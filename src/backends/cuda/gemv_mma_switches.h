@@ -10,11 +10,12 @@
 // the fifth bits in place (a multiply and three more operations a fragment word) and
 // joining misaligned words (PRMT). The copy holds the same bytes reordered: each
 // block's fifth bits transposed, so a lane's 8 come out of one shift and two masks,
-// and every piece word-aligned; the sums are the same to the bit. H100, session 58 (out/s58a.sh, against 0 in the same
-// call): 64 sequences +0.43 % with the int8 cache (5,351 -> 5,373, three pairs), +0.41 %
-// fp8, +0.26 % f16; the Q5_0 kernel's share of a step's critical path 1,126 -> 1,066 us.
-// It costs the Q5_0 experts' size again in GPU memory (the 26B-A4B's down products of
-// 16 layers: 2.8 GB), which --no-expert-copy saves.
+// and every piece word-aligned; the sums are the same to the bit. H100, session 58
+// (out/s58a.sh, against 0 in the same call): 64 sequences +0.43 % with the int8 cache
+// (5,351 -> 5,373, three pairs), +0.41 % fp8, +0.26 % f16; the Q5_0 kernel's share of a
+// step's critical path 1,126 -> 1,066 us. It costs the Q5_0 experts' size again in GPU
+// memory (the 26B-A4B's down products of 16 layers: 2.8 GB), which --no-expert-copy
+// saves.
 #ifndef HF2Q_GEMV_MMA_Q50_LANES
 #define HF2Q_GEMV_MMA_Q50_LANES 1
 #endif
