@@ -119,6 +119,14 @@ public:
         return nullptr;
     }
 
+    // A copy of weight w (already in this backend's memory) in the backend's tile form,
+    // for WeightView::tile_layout; null where the backend has none for w's type and
+    // shape or the copy would not leave room. Freed with the backend. Default: none.
+    virtual const void* tile_layout(const WeightView& w) {
+        (void)w;
+        return nullptr;
+    }
+
     // Weight w (already in this backend's memory) expanded to BF16 rows once, for
     // WeightView::batch_layout: the backend's matmuls of batches above its GEMV range
     // then skip the per-call expansion. Costs 2 bytes per value (about 3.5 times a

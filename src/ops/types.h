@@ -30,6 +30,11 @@ struct WeightView {
     // faster (Backend::expert_layout; the CUDA backend's Q4_K with its scales decoded,
     // rounded to f16: results move by rounding, about 2^-12 of a value).
     const void* expert_layout = nullptr;
+    // Optional: the same matrix in the backend's tile form, which its dense products
+    // of batched decode (17-64 tokens) read instead of batch_layout (Backend::
+    // tile_layout; the CUDA backend's Q4_K with BF16 scales: results move by rounding,
+    // about 2^-9 of a weight).
+    const void* tile_layout = nullptr;
 
     bool empty() const { return data == nullptr; }
 };

@@ -51,6 +51,7 @@ class ProfilingBackend final : public ops::Backend {
     size_t free_memory() const override { return inner_->free_memory(); }
     uint64_t allocated_bytes() const override { return inner_->allocated_bytes(); }
     const void* decode_layout(const ops::WeightView& w) override { return inner_->decode_layout(w); }
+    const void* tile_layout(const ops::WeightView& w) override { return inner_->tile_layout(w); }
     const void* expert_layout(const ops::WeightView& w, uint64_t expert_bytes, int64_t n_expert) override {
         return inner_->expert_layout(w, expert_bytes, n_expert);
     }

@@ -2414,6 +2414,122 @@ TEST_F(CudaSmallGemm, SmallBatchMatmulSmallShapes) {
     EXPECT_EQ(float_bits(host(m.y[1], static_cast<size_t>(T * 7))), float_bits(run(c.w, dx, nullptr, T, 0, 0)));
 }
 
+// Batched decode's dense products from the tile copy of Q4_K weights (gemm_tile.cu,
+// ops::Backend::tile_layout) at 17-64 tokens. Its weights are the register decoder's
+// (reg_decoded_row: d·sc and dmin·m rounded to BF16, then q·scale − min rounded once),
+// so the reference is the CPU product of exactly those values and the BF16-rounded
+// activations, held to CudaSmallGemm's bounds (the order of the f32 sums only).
+class CudaTileGemm : public CudaSmallGemm {
+protected:
+    Weight tile_weight(int64_t N, int64_t K) {
+        const auto [wq, row_bytes] = random_quantized(GgmlType::Q4_K, N, K, 0.05f);
+        Weight r;
+        r.w = {GgmlType::Q4_K, K, N, row_bytes, dev(wq)};
+        r.w.tile_layout = gpu->tile_layout(r.w);
+        EXPECT_NE(r.w.tile_layout, nullptr) << "N=" << N << " K=" << K;
+        r.values.resize(static_cast<size_t>(N * K));
+        for (int64_t i = 0; i < N; ++i) {
+            const auto v = reg_decoded_row(GgmlType::Q4_K, wq.data() + static_cast<size_t>(i) * row_bytes, K);
+            std::copy(v.begin(), v.end(), r.values.begin() + i * K);
+        }
+        return r;
+    }
+};
+
+// Rows around the 16-row groups and 256-row tiles (1, 15, 100, 256, 257, 1000, 4168),
+// K of one block, two, four and the model's sizes (2,816: 4 splits in a cluster; 4,096:
+// 8; 512 and 256: none), token counts at both token tiles' edges (17, 32, 33, 64),
+// padded strides, with and without the producer's BF16 rows; each twice, bit for bit.
+TEST_F(CudaTileGemm, MatchesItsReference) {
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 256},   {15, 512},   {100, 1024}, {256, 256},
+                                                  {257, 2816}, {1000, 2816}, {4168, 2816}, {130, 4096}};
+    for (const auto& [N, K] : shapes) {
+        const Weight w = tile_weight(N, K);
+        for (int64_t T : {17, 32, 33, 64}) check_shape(w, T, "tile");
+    }
+}
+
+// A long row: 8 splits of 16 chunks (K = 8,192, the full layers' o), the cluster's
+// sums over distributed shared memory in split order.
+TEST_F(CudaTileGemm, LongRowsInEightSplits) {
+    const Weight w = tile_weight(300, 8192);
+    for (int64_t T : {20, 64}) check_shape(w, T, "tile, 8 splits");
+}
+
+// matmul_multi: two products with the copy in one launch (q and k) and one without
+// (a Q6_K v: cuBLAS after the kernel); each output bit for bit what the product gives
+// alone, whatever its stride.
+TEST_F(CudaTileGemm, MultiEqualsSeparateProducts) {
+    const int64_t K = 2816;
+    const Weight a = tile_weight(4096, K), b = tile_weight(1000, K);
+    const Weight c = weight(GgmlType::Q6_K, 130, K);
+    for (int64_t T : {17, 64})
+        for (bool with_bf16 : {false, true}) {
+            const std::string what = "T=" + std::to_string(T) + (with_bf16 ? " x_bf16" : "");
+            const int64_t xs = K + 4;
+            const auto x = randn(static_cast<size_t>(T * xs));
+            float* dx = dev(x);
+            const void* xb = with_bf16 ? bf16_rows(x, T, K, xs) : nullptr;
+            const ops::WeightView* w[3] = {&a.w, &b.w, &c.w};
+            ops::MultiMatmulParams m;
+            m.n = 3;
+            m.x = dx;
+            m.x_stride = xs;
+            m.n_tokens = T;
+            m.x_bf16 = xb;
+            for (int i = 0; i < 3; ++i) {
+                m.w[i] = *w[i];
+                m.y_stride[i] = w[i]->n_out + i;
+                m.y[i] = dev(std::vector<float>(static_cast<size_t>(T * m.y_stride[i]), 7.0f));
+            }
+            gpu->matmul_multi(m);
+            for (int i = 0; i < 3; ++i) {
+                const size_t n = static_cast<size_t>(T * m.y_stride[i]);
+                EXPECT_EQ(float_bits(host(m.y[i], n)), float_bits(run(*w[i], dx, xb, T, xs, m.y_stride[i])))
+                    << what << " product " << i;
+            }
+        }
+}
+
+// The copy's bytes: its size (rows padded to whole tiles of 256), none for other
+// types, and zeros past the last row (padded rows multiply to nothing).
+TEST_F(CudaTileGemm, LayoutSizeAndPadding) {
+    const Weight w = tile_weight(20, 512);
+    const uint64_t bytes = 16 * 16 * (512 / 32) * 320;  // 256 rows: 16 groups of 16 units of 320 bytes
+    const auto copy = host(static_cast<const uint8_t*>(w.w.tile_layout), bytes);
+    // Groups 2 .. 15 (rows 32 .. 255) are padding.
+    const size_t pad0 = static_cast<size_t>(2 * (512 / 32) * 320);
+    EXPECT_TRUE(std::all_of(copy.begin() + static_cast<std::ptrdiff_t>(pad0), copy.end(), [](uint8_t v) { return v == 0; }));
+    // Group 1 holds rows 16 .. 19 only: rows 20 .. 31's scale pairs are zero.
+    const uint8_t* unit = copy.data() + (512 / 32) * 320;
+    for (int g = 4; g < 8; ++g)
+        for (int b = 0; b < 4; ++b) EXPECT_EQ(unit[256 + 8 * g + b], 0) << "group 1, row " << 16 + g;
+    const auto [q6, rb] = random_quantized(GgmlType::Q6_K, 16, 256, 0.05f);
+    EXPECT_EQ(gpu->tile_layout({GgmlType::Q6_K, 256, 16, rb, dev(q6)}), nullptr);
+}
+
+// Cheap enough for compute-sanitizer (memcheck, racecheck, initcheck): one tile, a
+// partial tile, a cluster of 8 splits, a matmul_multi.
+TEST_F(CudaTileGemm, SmallShapes) {
+    const Weight a = tile_weight(130, 512), l = tile_weight(3, 4096);
+    check_shape(a, 17, "tile");
+    check_shape(l, 64, "tile, 8 splits");
+    const int64_t T = 20, K = 512;
+    float* dx = dev(randn(static_cast<size_t>(T * K)));
+    const Weight c = tile_weight(7, K);
+    ops::MultiMatmulParams m;
+    m.n = 2;
+    m.x = dx;
+    m.n_tokens = T;
+    m.w[0] = a.w;
+    m.w[1] = c.w;
+    m.y[0] = gpu->alloc_array<float>(static_cast<size_t>(T * 130));
+    m.y[1] = gpu->alloc_array<float>(static_cast<size_t>(T * 7));
+    gpu->matmul_multi(m);
+    EXPECT_EQ(float_bits(host(m.y[0], static_cast<size_t>(T * 130))), float_bits(run(a.w, dx, nullptr, T, 0, 0)));
+    EXPECT_EQ(float_bits(host(m.y[1], static_cast<size_t>(T * 7))), float_bits(run(c.w, dx, nullptr, T, 0, 0)));
+}
+
 // gelu_tanh(g) · u as the CPU reference computes it (ops/activation.h).
 float host_geglu(float g, float u) {
     const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);
@@ -2986,6 +3102,8 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
         // the block formats' path (gemm_small.cu where HF2Q_SMALL_GEMM is on) at 17-64.
         const ops::WeightView copy{GgmlType::BF16, sh.n_in, sh.n_out, 2 * static_cast<uint64_t>(sh.n_in),
                                    w.batch_layout};
+        ops::WeightView tiled = w;  // the tile copy (Q4_K), which the model makes with HF2Q_TILE_COPY
+        tiled.tile_layout = gpu->tile_layout(w);
         for (int64_t T : {1, 8, 17, 32, 64, 128, 512, 4096}) {
             float* x = dev(randn(static_cast<size_t>(T * sh.n_in)));
             float* y = gpu->alloc_array<float>(static_cast<size_t>(T * sh.n_out));
@@ -2997,6 +3115,12 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
                 const double sc = time_calls(*gpu, 50, [&] { gpu->matmul({copy, x, y, T, 0, 0}); });
                 std::printf("[ perf ] %-28s T=%5ld %9.1f us %8.1f GB/s (the BF16 copy, cuBLAS)\n", sh.name,
                             static_cast<long>(T), sc * 1e6, 2.0 * static_cast<double>(sh.n_in * sh.n_out) / sc / 1e9);
+            }
+            if (T > 16 && T <= 64 && tiled.tile_layout != nullptr) {
+                const double st = time_calls(*gpu, 50, [&] { gpu->matmul({tiled, x, y, T, 0, 0}); });
+                std::printf("[ perf ] %-28s T=%5ld %9.1f us %8.1f GB/s (the tile copy, gemm_tile.cu)\n", sh.name,
+                            static_cast<long>(T), st * 1e6,
+                            static_cast<double>((sh.n_out + 255) / 256 * 16 * (sh.n_in / 32) * 320) / st / 1e9);
             }
             if (T <= 8) {  // the f32 GEMV of the reference precision, for comparison
                 float* x32 = gpu32->alloc_array<float>(static_cast<size_t>(T * sh.n_in));

@@ -332,6 +332,18 @@ public:
         });
     }
 
+    // Q4_K dense weights: the tile copy (gemm_tile.cu) batched decode's products of
+    // 17-64 tokens read, 0.625 bytes a value. Only where it leaves kDecodeLayoutHeadroom.
+    const void* tile_layout(const ops::WeightView& w) override {
+        if (!tile_layout_supported(w)) return nullptr;
+        const uint64_t bytes = tile_layout_bytes(w.n_out, w.n_in);
+        if (!copy_fits(bytes)) return nullptr;
+        void* d = alloc(static_cast<size_t>(bytes));
+        repack_tile_layout(w, static_cast<uint8_t*>(d), stream_);
+        HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return d;
+    }
+
     // n_expert experts of w again in rows of row_bytes, written by repack (false: the
     // copy is not to be used), where the copy leaves kDecodeLayoutHeadroom free.
     template <class Repack>

@@ -109,6 +109,20 @@ bool small_gemm_shape_ok(const ops::WeightView& w, int64_t n_tokens);
 void launch_small_gemm(const ops::WeightView* const* w, float* const* y, const int64_t* y_stride, int n,
                        const __nv_bfloat16* xb, int64_t n_tokens, GemmWorkspace& ws, cudaStream_t s);
 
+// Batched decode's dense products from the tile copy of Q4_K weights (gemm_tile.cu):
+// 17-64 tokens, BF16 tensor-core precision. tile_layout_supported: the weights the
+// copy is made for; tile_layout_bytes: its size (rows padded to tiles of 256);
+// repack_tile_layout writes it (dst: tile_layout_bytes, 16-byte aligned). launch_tile_gemm
+// runs products 0 .. n - 1 (all tile_gemm_covers, one n_in; the activations' BF16 rows
+// in xb: rows of n_in values, 16-byte aligned) in one launch; each product's bits are a
+// function of its own shape and tokens, whatever it is launched with.
+bool tile_layout_supported(const ops::WeightView& w);
+uint64_t tile_layout_bytes(int64_t n_out, int64_t n_in);
+void repack_tile_layout(const ops::WeightView& w, uint8_t* dst, cudaStream_t s);
+bool tile_gemm_covers(const ops::WeightView& w, int64_t n_tokens);
+void launch_tile_gemm(const ops::WeightView* const* w, float* const* y, const int64_t* y_stride, int n,
+                      const __nv_bfloat16* xb, int64_t n_tokens, cudaStream_t s);
+
 // Reference precision: W expanded to f32 in row chunks, cuBLAS SGEMM (FP32 units).
 void gemm_f32(const ops::MatmulParams& p, GemmWorkspace& ws, cublasHandle_t h, cudaStream_t s);
 

@@ -144,6 +144,39 @@ int64_t joint_rows(const ops::MultiMatmulParams& p) {
     return ops::back_to_back_batch_layouts(w, p.n) && p.y_stride[0] >= rows && rows <= 2147483647 ? rows : 0;
 }
 
+// p's products that have a tile copy (gemm_tile.cu), in one launch; the others as
+// separate BF16 GEMMs (gemm_bf16, as launch_matmul runs them), so every product gives
+// the bits it gives alone. False (nothing issued) where none has one.
+bool tile_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
+    bool covered[ops::MultiMatmulParams::kMax], any = false;
+    for (int i = 0; i < p.n; ++i) any = (covered[i] = tile_gemm_covers(p.w[i], p.n_tokens)) || any;
+    if (!any) return false;
+    const int64_t n_in = p.w[0].n_in;
+    const __nv_bfloat16* xb = static_cast<const __nv_bfloat16*>(p.x_bf16);
+    bool converted = false;
+    if (xb == nullptr) {
+        to_bf16(p.x, p.x_stride ? p.x_stride : n_in, nullptr, p.n_tokens, n_in, *env.ws, s);
+        xb = env.ws->x;
+        converted = true;
+    }
+    const ops::WeightView* w[ops::MultiMatmulParams::kMax];
+    float* y[ops::MultiMatmulParams::kMax];
+    int64_t ys[ops::MultiMatmulParams::kMax];
+    int n = 0;
+    for (int i = 0; i < p.n; ++i)
+        if (covered[i]) {
+            w[n] = &p.w[i];
+            y[n] = p.y[i];
+            ys[n++] = p.y_stride[i];
+        }
+    launch_tile_gemm(w, y, ys, n, xb, p.n_tokens, s);
+    for (int i = 0; i < p.n; ++i) {
+        if (covered[i]) continue;
+        gemm_bf16(product(p, i), *env.ws, env.cublas, s, converted);
+    }
+    return true;
+}
+
 #if HF2Q_SMALL_GEMM
 // Whether gemm_small.cu computes x · wᵀ for n_tokens tokens in this environment.
 bool small_gemm_covers(const ops::WeightView& w, int64_t n_tokens, const MatmulEnv& env) {
@@ -221,6 +254,19 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
         return;
     }
     ensure_activations(env, p.n_tokens * p.w.n_in);
+    if (tile_gemm_covers(p.w, p.n_tokens)) {
+        ops::MultiMatmulParams m;
+        m.n = 1;
+        m.w[0] = p.w;
+        m.x = p.x;
+        m.x_stride = p.x_stride;
+        m.x_bf16 = p.x_bf16;
+        m.y[0] = p.y;
+        m.y_stride[0] = p.y_stride;
+        m.n_tokens = p.n_tokens;
+        tile_gemm_multi(m, env, s);
+        return;
+    }
 #if HF2Q_SMALL_GEMM
     if (small_gemm_covers(p.w, p.n_tokens, env)) {
         const ops::WeightView* w = &p.w;
@@ -259,6 +305,7 @@ void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaSt
         // from their producer's BF16 rows (p.x_bf16). H200, session 21, 64 sequences:
         // 4,420 / 4,421 -> 4,523 / 4,486 tokens/s.
         ensure_activations(env, p.n_tokens * p.w[0].n_in);
+        if (tile_gemm_multi(p, env, s)) return;
 #if HF2Q_SMALL_GEMM
         if (small_gemm_multi(p, env, s)) return;
 #endif

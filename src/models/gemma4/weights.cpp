@@ -241,6 +241,24 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
         if (!group.empty()) be.batch_layouts(group);
 }
 
+// 1: every Q4_K dense matrix of the layers also gets the backend's tile copy
+// (ops::Backend::tile_layout), which its dense products of batched decode (17-64
+// tokens) read instead of the BF16 copy; 0 (default): not made, for the A/B.
+#ifndef HF2Q_TILE_COPY
+#define HF2Q_TILE_COPY 0
+#endif
+
+// The tile copies (HF2Q_TILE_COPY) of the layers' dense matrices, where the backend
+// makes them. Made with the BF16 copies (the same policy), which batches above 64
+// tokens still read.
+void add_tile_layouts(Weights& w, ops::Backend& be, BatchCopy policy) {
+    if (!HF2Q_TILE_COPY || policy == BatchCopy::off) return;
+    for (auto& l : w.layers)
+        for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up,
+                                   &l.ffn_down})
+            if (!v->empty()) v->tile_layout = be.tile_layout(*v);
+}
+
 // The backend's copies of the experts for batched decode (ops::Backend::expert_layout).
 // After the batch copies, which gain more where memory allows only one kind.
 void add_expert_layouts(Weights& w, ops::Backend& be) {
@@ -292,6 +310,7 @@ Weights place_weights(const Weights& host, ops::Backend& be, const PlaceOptions&
     const uint64_t allocated = be.allocated_bytes();
     if (opts.decode_layouts) head.decode_layout = be.decode_layout(head);
     add_batch_copies(w, head, be, opts.batch_copy);
+    add_tile_layouts(w, be, opts.batch_copy);
     if (opts.expert_layouts) add_expert_layouts(w, be);
     w.copy_bytes = be.allocated_bytes() - allocated;
     return w;
