@@ -3,7 +3,8 @@
 # BUILD_DIR (a Release CUDA build directory, configured if new) by flipping switch defaults in place, then packed by
 # out/bundle.sh into out/bin59/bundle59.tar.xz:
 #   m      the tree's defaults (no tile copies: q/k/v, o and the dense MLP on cuBLAS over the BF16 copies)
-#   t      HF2Q_TILE_COPY 1 (weights.cpp): the Q4_K dense matrices' tile copies, gemm_tile.cu at 17-64 tokens
+#   t      HF2Q_TILE_COPY 1 (weights.cpp): the attention's Q4_K matrices' tile copies, gemm_tile.cu at 17-64 tokens
+#   a      HF2Q_TILE_COPY 2: the dense MLP's too
 #   the test binaries of m that run on a GPU (test_cuda_ops, test_model), and t's test_model (test_model_t).
 # Commit first: the sources are restored from copies at the end, but an interrupted run leaves a flip behind.
 set -euo pipefail
@@ -23,9 +24,10 @@ ninja -C "$B" > /dev/null
 mkdir -p "$tmp/t"
 for t in test_cuda_ops test_model; do cp "$B/bin/$t" "$tmp/t/"; done
 snap m
+setdef src/models/gemma4/weights.cpp HF2Q_TILE_COPY 2; snap a
 setdef src/models/gemma4/weights.cpp HF2Q_TILE_COPY 1; snap t
 ninja -C "$B" test_model > /dev/null; cp "$B/bin/test_model" "$tmp/t/test_model_t"
 setdef src/models/gemma4/weights.cpp HF2Q_TILE_COPY 0
 ninja -C "$B" hf2q test_model > /dev/null
 mkdir -p out/bin59
-bash out/bundle.sh out/bin59/bundle59.tar.xz "$tmp"/hf2q_{m,t} "$tmp"/t/test_*
+bash out/bundle.sh out/bin59/bundle59.tar.xz "$tmp"/hf2q_{m,t,a} "$tmp"/t/test_*

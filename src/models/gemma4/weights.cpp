@@ -241,9 +241,10 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
         if (!group.empty()) be.batch_layouts(group);
 }
 
-// 1: every Q4_K dense matrix of the layers also gets the backend's tile copy
-// (ops::Backend::tile_layout), which its dense products of batched decode (17-64
-// tokens) read instead of the BF16 copy; 0 (default): not made, for the A/B.
+// 1: the Q4_K matrices of the layers' attention (q, k, v, o) also get the backend's
+// tile copy (ops::Backend::tile_layout), which its dense products of batched decode
+// (17-64 tokens) read instead of the BF16 copy; 2: the dense MLP's too (they run beside
+// the experts, on the side stream); 0 (default): none, for the A/B.
 #ifndef HF2Q_TILE_COPY
 #define HF2Q_TILE_COPY 0
 #endif
@@ -253,10 +254,13 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
 // tokens still read.
 void add_tile_layouts(Weights& w, ops::Backend& be, BatchCopy policy) {
     if (!HF2Q_TILE_COPY || policy == BatchCopy::off) return;
-    for (auto& l : w.layers)
-        for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.ffn_gate, &l.ffn_up,
-                                   &l.ffn_down})
+    for (auto& l : w.layers) {
+        for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output})
             if (!v->empty()) v->tile_layout = be.tile_layout(*v);
+        if (HF2Q_TILE_COPY >= 2)
+            for (ops::WeightView* v : {&l.ffn_gate, &l.ffn_up, &l.ffn_down})
+                if (!v->empty()) v->tile_layout = be.tile_layout(*v);
+    }
 }
 
 // The backend's copies of the experts for batched decode (ops::Backend::expert_layout).
