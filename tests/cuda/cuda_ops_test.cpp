@@ -2315,6 +2315,32 @@ protected:
         EXPECT_EQ(float_bits(run(w.w, dx, bf16_rows(x, T, K, xs), T, xs, ys)), float_bits(got))
             << what << ": with the producer's BF16 rows";
     }
+    // matmul_multi of the three weights w (one n_in) on T tokens: each output, bit for
+    // bit, what its product gives alone (output strides n_out + i, input stride n_in + 4).
+    void expect_multi_equals_separate(const ops::WeightView* const (&w)[3], int64_t T, bool with_bf16,
+                                      const std::string& what) {
+        const int64_t K = w[0]->n_in, xs = K + 4;
+        const auto x = randn(static_cast<size_t>(T * xs));
+        float* dx = dev(x);
+        const void* xb = with_bf16 ? bf16_rows(x, T, K, xs) : nullptr;
+        ops::MultiMatmulParams m;
+        m.n = 3;
+        m.x = dx;
+        m.x_stride = xs;
+        m.n_tokens = T;
+        m.x_bf16 = xb;
+        for (int i = 0; i < 3; ++i) {
+            m.w[i] = *w[i];
+            m.y_stride[i] = w[i]->n_out + i;
+            m.y[i] = dev(std::vector<float>(static_cast<size_t>(T * m.y_stride[i]), 7.0f));
+        }
+        gpu->matmul_multi(m);
+        for (int i = 0; i < 3; ++i) {
+            const size_t n = static_cast<size_t>(T * m.y_stride[i]);
+            EXPECT_EQ(float_bits(host(m.y[i], n)), float_bits(run(*w[i], dx, xb, T, xs, m.y_stride[i])))
+                << what << " product " << i;
+        }
+    }
 };
 
 // Row counts around the 128-row tiles (1, 100, 128, 130, 1000, 4168), K of one block,
@@ -2362,32 +2388,10 @@ TEST_F(CudaSmallGemm, SmallBatchMatmulMultiEqualsSeparateProducts) {
     const ops::WeightView* const thirds[2] = {&c.w, &c_plain};
     for (int64_t T : {17, 33, 64})
         for (bool with_bf16 : {false, true})
-            for (const ops::WeightView* third : thirds) {
-                const std::string what = "T=" + std::to_string(T) + (with_bf16 ? " x_bf16" : "") +
-                                         (third == &c_plain ? " third without planes" : "");
-                const int64_t xs = K + 4;
-                const auto x = randn(static_cast<size_t>(T * xs));
-                float* dx = dev(x);
-                const void* xb = with_bf16 ? bf16_rows(x, T, K, xs) : nullptr;
-                const ops::WeightView* w[3] = {&a.w, &b.w, third};
-                ops::MultiMatmulParams m;
-                m.n = 3;
-                m.x = dx;
-                m.x_stride = xs;
-                m.n_tokens = T;
-                m.x_bf16 = xb;
-                for (int i = 0; i < 3; ++i) {
-                    m.w[i] = *w[i];
-                    m.y_stride[i] = w[i]->n_out + i;
-                    m.y[i] = dev(std::vector<float>(static_cast<size_t>(T * m.y_stride[i]), 7.0f));
-                }
-                gpu->matmul_multi(m);
-                for (int i = 0; i < 3; ++i) {
-                    const size_t n = static_cast<size_t>(T * m.y_stride[i]);
-                    EXPECT_EQ(float_bits(host(m.y[i], n)), float_bits(run(*w[i], dx, xb, T, xs, m.y_stride[i])))
-                        << what << " product " << i;
-                }
-            }
+            for (const ops::WeightView* third : thirds)
+                expect_multi_equals_separate({&a.w, &b.w, third}, T, with_bf16,
+                                             "T=" + std::to_string(T) + (with_bf16 ? " x_bf16" : "") +
+                                                 (third == &c_plain ? " third without planes" : ""));
 }
 
 // Cheap enough for compute-sanitizer (memcheck, racecheck, initcheck): one tile of
@@ -2464,31 +2468,9 @@ TEST_F(CudaTileGemm, MultiEqualsSeparateProducts) {
     const Weight a = tile_weight(4096, K), b = tile_weight(1000, K);
     const Weight c = weight(GgmlType::Q6_K, 130, K);
     for (int64_t T : {17, 64})
-        for (bool with_bf16 : {false, true}) {
-            const std::string what = "T=" + std::to_string(T) + (with_bf16 ? " x_bf16" : "");
-            const int64_t xs = K + 4;
-            const auto x = randn(static_cast<size_t>(T * xs));
-            float* dx = dev(x);
-            const void* xb = with_bf16 ? bf16_rows(x, T, K, xs) : nullptr;
-            const ops::WeightView* w[3] = {&a.w, &b.w, &c.w};
-            ops::MultiMatmulParams m;
-            m.n = 3;
-            m.x = dx;
-            m.x_stride = xs;
-            m.n_tokens = T;
-            m.x_bf16 = xb;
-            for (int i = 0; i < 3; ++i) {
-                m.w[i] = *w[i];
-                m.y_stride[i] = w[i]->n_out + i;
-                m.y[i] = dev(std::vector<float>(static_cast<size_t>(T * m.y_stride[i]), 7.0f));
-            }
-            gpu->matmul_multi(m);
-            for (int i = 0; i < 3; ++i) {
-                const size_t n = static_cast<size_t>(T * m.y_stride[i]);
-                EXPECT_EQ(float_bits(host(m.y[i], n)), float_bits(run(*w[i], dx, xb, T, xs, m.y_stride[i])))
-                    << what << " product " << i;
-            }
-        }
+        for (bool with_bf16 : {false, true})
+            expect_multi_equals_separate({&a.w, &b.w, &c.w}, T, with_bf16,
+                                         "T=" + std::to_string(T) + (with_bf16 ? " x_bf16" : ""));
 }
 
 // The copy's bytes: its size (rows padded to whole tiles of 256), none for other
