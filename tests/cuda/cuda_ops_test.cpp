@@ -2341,6 +2341,23 @@ protected:
                 << what << " product " << i;
         }
     }
+    // matmul_multi of a and b (n_in 512) on 20 tokens, unpadded: each output, bit for
+    // bit, what its product gives alone (the sanitizer tests' multi-product launch).
+    void expect_pair_equals_separate(const ops::WeightView& a, const ops::WeightView& b) {
+        const int64_t T = 20, K = 512;
+        float* dx = dev(randn(static_cast<size_t>(T * K)));
+        ops::MultiMatmulParams m;
+        m.n = 2;
+        m.x = dx;
+        m.n_tokens = T;
+        m.w[0] = a;
+        m.w[1] = b;
+        m.y[0] = gpu->alloc_array<float>(static_cast<size_t>(T * a.n_out));
+        m.y[1] = gpu->alloc_array<float>(static_cast<size_t>(T * b.n_out));
+        gpu->matmul_multi(m);
+        EXPECT_EQ(float_bits(host(m.y[0], static_cast<size_t>(T * a.n_out))), float_bits(run(a, dx, nullptr, T, 0, 0)));
+        EXPECT_EQ(float_bits(host(m.y[1], static_cast<size_t>(T * b.n_out))), float_bits(run(b, dx, nullptr, T, 0, 0)));
+    }
 };
 
 // Row counts around the 128-row tiles (1, 100, 128, 130, 1000, 4168), K of one block,
@@ -2402,20 +2419,7 @@ TEST_F(CudaSmallGemm, SmallBatchMatmulSmallShapes) {
     check_shape(b, 33, "Q6_K");
     const Weight l = weight(GgmlType::Q4_K, 3, 4096);  // 8 splits of 8 chunks
     check_shape(l, 64, "Q4_K split");
-    ops::MultiMatmulParams m;
-    const int64_t T = 20, K = 512;
-    float* dx = dev(randn(static_cast<size_t>(T * K)));
-    const Weight c = weight(GgmlType::Q4_K, 7, K);
-    m.n = 2;
-    m.x = dx;
-    m.n_tokens = T;
-    m.w[0] = a.w;
-    m.w[1] = c.w;
-    m.y[0] = gpu->alloc_array<float>(static_cast<size_t>(T * 130));
-    m.y[1] = gpu->alloc_array<float>(static_cast<size_t>(T * 7));
-    gpu->matmul_multi(m);
-    EXPECT_EQ(float_bits(host(m.y[0], static_cast<size_t>(T * 130))), float_bits(run(a.w, dx, nullptr, T, 0, 0)));
-    EXPECT_EQ(float_bits(host(m.y[1], static_cast<size_t>(T * 7))), float_bits(run(c.w, dx, nullptr, T, 0, 0)));
+    expect_pair_equals_separate(a.w, weight(GgmlType::Q4_K, 7, 512).w);
 }
 
 // Batched decode's dense products from the tile copy of Q4_K weights (gemm_tile.cu,
@@ -2496,20 +2500,7 @@ TEST_F(CudaTileGemm, SmallShapes) {
     const Weight a = tile_weight(130, 512), l = tile_weight(3, 4096);
     check_shape(a, 17, "tile");
     check_shape(l, 64, "tile, 8 splits");
-    const int64_t T = 20, K = 512;
-    float* dx = dev(randn(static_cast<size_t>(T * K)));
-    const Weight c = tile_weight(7, K);
-    ops::MultiMatmulParams m;
-    m.n = 2;
-    m.x = dx;
-    m.n_tokens = T;
-    m.w[0] = a.w;
-    m.w[1] = c.w;
-    m.y[0] = gpu->alloc_array<float>(static_cast<size_t>(T * 130));
-    m.y[1] = gpu->alloc_array<float>(static_cast<size_t>(T * 7));
-    gpu->matmul_multi(m);
-    EXPECT_EQ(float_bits(host(m.y[0], static_cast<size_t>(T * 130))), float_bits(run(a.w, dx, nullptr, T, 0, 0)));
-    EXPECT_EQ(float_bits(host(m.y[1], static_cast<size_t>(T * 7))), float_bits(run(c.w, dx, nullptr, T, 0, 0)));
+    expect_pair_equals_separate(a.w, tile_weight(7, 512).w);
 }
 
 // gelu_tanh(g) · u as the CPU reference computes it (ops/activation.h).

@@ -144,6 +144,16 @@ int64_t joint_rows(const ops::MultiMatmulParams& p) {
     return ops::back_to_back_batch_layouts(w, p.n) && p.y_stride[0] >= rows && rows <= 2147483647 ? rows : 0;
 }
 
+// The tokens' BF16 rows for the block-format GEMMs (gemm_tile.cu, gemm_small.cu): the
+// producer's (x_bf16, usable_bf16_rows) where given, else x converted into ws.x (the
+// same values; ensure_activations first).
+const __nv_bfloat16* gemm_tokens(const float* x, int64_t x_stride, const void* x_bf16, int64_t n_tokens, int64_t n_in,
+                                 MatmulEnv& env, cudaStream_t s) {
+    if (x_bf16 != nullptr) return static_cast<const __nv_bfloat16*>(x_bf16);
+    to_bf16(x, x_stride ? x_stride : n_in, nullptr, n_tokens, n_in, *env.ws, s);
+    return env.ws->x;
+}
+
 // p's products that have a tile copy (gemm_tile.cu), in one launch; the others as
 // separate BF16 GEMMs (gemm_bf16, as launch_matmul runs them), so every product gives
 // the bits it gives alone. False (nothing issued) where none has one.
@@ -151,14 +161,8 @@ bool tile_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream
     bool covered[ops::MultiMatmulParams::kMax], any = false;
     for (int i = 0; i < p.n; ++i) any = (covered[i] = tile_gemm_covers(p.w[i], p.n_tokens)) || any;
     if (!any) return false;
-    const int64_t n_in = p.w[0].n_in;
-    const __nv_bfloat16* xb = static_cast<const __nv_bfloat16*>(p.x_bf16);
-    bool converted = false;
-    if (xb == nullptr) {
-        to_bf16(p.x, p.x_stride ? p.x_stride : n_in, nullptr, p.n_tokens, n_in, *env.ws, s);
-        xb = env.ws->x;
-        converted = true;
-    }
+    const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, p.w[0].n_in, env, s);
+    const bool converted = xb == env.ws->x;
     const ops::WeightView* w[ops::MultiMatmulParams::kMax];
     float* y[ops::MultiMatmulParams::kMax];
     int64_t ys[ops::MultiMatmulParams::kMax];
@@ -184,15 +188,6 @@ bool small_gemm_covers(const ops::WeightView& w, int64_t n_tokens, const MatmulE
            small_gemm_shape_ok(w, n_tokens);
 }
 
-// The tokens' BF16 rows for the small GEMM: the producer's (x_bf16, usable_bf16_rows)
-// where given, else x converted into ws.x (the same values; ensure_activations first).
-const __nv_bfloat16* small_gemm_tokens(const float* x, int64_t x_stride, const void* x_bf16, int64_t n_tokens,
-                                       int64_t n_in, MatmulEnv& env, cudaStream_t s) {
-    if (x_bf16 != nullptr) return static_cast<const __nv_bfloat16*>(x_bf16);
-    to_bf16(x, x_stride ? x_stride : n_in, nullptr, n_tokens, n_in, *env.ws, s);
-    return env.ws->x;
-}
-
 // p's products that the small GEMM covers, in one launch a weight type; the others
 // as separate BF16 GEMMs (gemm_bf16, as launch_matmul runs them), so every product
 // gives the bits it gives alone. False (nothing issued) where none is covered.
@@ -201,7 +196,7 @@ bool small_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStrea
     for (int i = 0; i < p.n; ++i) any = (covered[i] = small_gemm_covers(p.w[i], p.n_tokens, env)) || any;
     if (!any) return false;
     const int64_t n_in = p.w[0].n_in;
-    const __nv_bfloat16* xb = small_gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, n_in, env, s);
+    const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, n_in, env, s);
     bool converted = xb == env.ws->x;
     for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
         const ops::WeightView* w[ops::MultiMatmulParams::kMax];
@@ -255,22 +250,15 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     }
     ensure_activations(env, p.n_tokens * p.w.n_in);
     if (tile_gemm_covers(p.w, p.n_tokens)) {
-        ops::MultiMatmulParams m;
-        m.n = 1;
-        m.w[0] = p.w;
-        m.x = p.x;
-        m.x_stride = p.x_stride;
-        m.x_bf16 = p.x_bf16;
-        m.y[0] = p.y;
-        m.y_stride[0] = p.y_stride;
-        m.n_tokens = p.n_tokens;
-        tile_gemm_multi(m, env, s);
+        const ops::WeightView* w = &p.w;
+        const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, p.w.n_in, env, s);
+        launch_tile_gemm(&w, &p.y, &p.y_stride, 1, xb, p.n_tokens, s);
         return;
     }
 #if HF2Q_SMALL_GEMM
     if (small_gemm_covers(p.w, p.n_tokens, env)) {
         const ops::WeightView* w = &p.w;
-        const __nv_bfloat16* xb = small_gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, p.w.n_in, env, s);
+        const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, p.w.n_in, env, s);
         launch_small_gemm(&w, &p.y, &p.y_stride, 1, xb, p.n_tokens, *env.ws, s);
         return;
     }
