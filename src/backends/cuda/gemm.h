@@ -110,8 +110,9 @@ void launch_small_gemm(const ops::WeightView* const* w, float* const* y, const i
                        const __nv_bfloat16* xb, int64_t n_tokens, GemmWorkspace& ws, cudaStream_t s);
 
 // Batched decode's dense products from the tile copy of Q4_K weights (gemm_tile.cu):
-// 17-64 tokens, BF16 tensor-core precision. tile_layout_supported: the weights the
-// copy is made for; tile_layout_bytes: its size (rows padded to tiles of 256);
+// 17-64 tokens, BF16 tensor-core precision (warpgroup MMA: sm_90a builds on Hopper).
+// tile_layout_supported: the weights the copy is made for (none elsewhere);
+// tile_layout_bytes: its size (rows padded to tiles of 128);
 // repack_tile_layout writes it (dst: tile_layout_bytes, 16-byte aligned). launch_tile_gemm
 // runs products 0 .. n - 1 (all tile_gemm_covers, one n_in; the activations' BF16 rows
 // in xb: rows of n_in values, 16-byte aligned) in one launch; each product's bits are a

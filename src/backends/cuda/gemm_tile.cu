@@ -6,25 +6,28 @@
 //
 // The copy (repack below) stores a weight's rows in groups of 16, each group's values
 // in units of 32 (one Q4_K sub-block): 256 bytes of quants, laid out so that lane L
-// of a warp loads the 8 bytes at 8L and has the A fragments (m16n8k16, rows = weight
-// rows) of the unit's two k-steps, then 64 bytes of BF16 (scale, −min) pairs, rows
-// g and g + 8 side by side. A fragment word is decoded with the BF16 form of the
+// of a warp loads the 8 bytes at 8L and has the A fragments (m16n8k16 layout, rows =
+// weight rows) of the unit's two k16 steps, then 64 bytes of BF16 (scale, −min) pairs,
+// rows g and g + 8 side by side. A fragment word is decoded with the BF16 form of the
 // exponent trick: (nibbles & 0x000F000F) | 0x43004300 is the pair 128 + q exactly;
 // minus 128 (exact), then one fused multiply-add with (d·sc, −dmin·m) rounded to
 // BF16. So each weight is rounded to BF16 once more than the BF16 copy rounds it
 // (the scale's rounding: about 2^-9 of a value, well under Q4_K's own step).
 //
-// A block is 16 warps: eight slices of 32 rows (256 a block) times the two sub-blocks
-// of each 64-value chunk, so the block's 512 threads decode every weight once and
-// reuse it for all tokens (8 n-tiles of 8 at 64). The chunks stream through a ring of
-// cp.async slots, the weights asked for before pdl_begin (weights are never written
-// by kernels, common.cuh). The K range is split over a cluster of S blocks (S a
-// function of n_in alone, so a product gives the same bits alone or in a launch with
-// others, at any token count from 17 to 64): each block leaves its partial tile in
-// its shared memory and the cluster sums the tiles over distributed shared memory in
-// a fixed order, with no global workspace and no second kernel.
-#include <cooperative_groups.h>
-
+// The products run on Hopper's warpgroup MMA with A from registers (sm_90a): a block
+// is two warpgroups, each warp one row group (16 rows, 128 a block), and each k16
+// step of a 64-value chunk is one wgmma m64nTk16 a warpgroup (T = 32 or 64 tokens),
+// B (the tokens) read by the tensor cores from shared memory in the 128-byte
+// swizzle. A warp decodes each weight once, and decodes chunk i + 1 while chunk i
+// multiplies (session 60: the mma.sync form of this kernel, where B went through
+// ldmatrix and every warp issued 32 MMAs a chunk, issued an instruction every 2.6
+// cycles and lost to cuBLAS). The chunks stream through a ring of cp.async slots,
+// the weights asked for before pdl_begin (weights are never written by kernels,
+// common.cuh). The K range is split over a cluster of S blocks (S a function of n_in
+// alone, so a product gives the same bits alone or in a launch with others, at any
+// token count from 17 to 64): each block leaves its partial tile in its shared memory
+// and the cluster sums the tiles over distributed shared memory in a fixed order,
+// with no global workspace and no second kernel.
 #include <algorithm>
 
 #include "backends/cuda/common.cuh"
@@ -35,33 +38,39 @@
 namespace hf2q::cuda {
 namespace {
 
-namespace cg = cooperative_groups;
-
-constexpr int kWarps = 16;
+constexpr int kWarps = 8;  // two warpgroups
 constexpr int kThreads = 32 * kWarps;
-constexpr int kRows = 256;         // weight rows a block: 8 slices of 32
-constexpr int kChunk = 64;         // K values a ring slot holds: two units
-constexpr int kSlots = 4;
-constexpr int kAhead = kSlots - 1;
-constexpr int kUnitBytes = 320;    // 16 rows × 32 values: 256 quant bytes, 64 scale bytes
-constexpr int kUnitQuantBytes = 256;
 constexpr int kGroupRows = 16;
-constexpr int kWeightSlotBytes = (kRows / kGroupRows) * 2 * kUnitBytes;  // 10,240
-// One token's chunk: 128 bytes padded to 144, so the 8 rows an ldmatrix reads fall on
-// distinct banks.
-constexpr int kTokRowBytes = 2 * kChunk + 16;
-constexpr int kMaxCluster = 8;
+constexpr int kRows = kWarps * kGroupRows;  // weight rows a block: 128
+constexpr int kChunk = 64;                  // K values a ring slot holds: two units, four k16 steps
+#ifndef HF2Q_TILE_SLOTS
+#define HF2Q_TILE_SLOTS 5
+#endif
+constexpr int kSlots = HF2Q_TILE_SLOTS;
+// Chunks in flight ahead of the one multiplying: a slot is refilled once every warp
+// has retired the products that read it, two chunks after (see the loop).
+constexpr int kAhead = kSlots - 2;
+constexpr int kUnitBytes = 320;  // 16 rows × 32 values: 256 quant bytes, 64 scale bytes
+constexpr int kUnitQuantBytes = 256;
+constexpr int kWeightSlotBytes = (kRows / kGroupRows) * 2 * kUnitBytes;  // 5,120
+#ifndef HF2Q_TILE_MAX_CLUSTER
+#define HF2Q_TILE_MAX_CLUSTER 8
+#endif
+constexpr int kMaxCluster = HF2Q_TILE_MAX_CLUSTER;
 // Partial tiles in shared memory: [token][kRows + 4] floats (the pad puts the lanes of
 // an accumulator store on distinct banks).
 constexpr int kPartStride = kRows + 4;
 
+// A ring slot: the tokens' chunk (one 128-byte row a token, swizzled, 1,024-byte
+// aligned for the descriptor), then the weights' 16-row groups, 640 bytes each.
 template <int kTok>
 struct Smem {
-    static constexpr int kSlotBytes = kWeightSlotBytes + kTok * kTokRowBytes;
+    static constexpr int kTokBytes = kTok * 2 * kChunk;
+    static constexpr int kSlotBytes = kTokBytes + kWeightSlotBytes;
     static constexpr int kRing = kSlots * kSlotBytes;
     static constexpr int kPart = kTok * kPartStride * 4;
-    static constexpr int kBytes = kRing > kPart ? kRing : kPart;
-    static_assert(kSlotBytes % 16 == 0 && kBytes + 1024 <= 227 * 1024);
+    static constexpr int kBytes = (kRing > kPart ? kRing : kPart) + 1024;  // + alignment slack
+    static_assert(kSlotBytes % 1024 == 0 && kBytes + 1024 <= 227 * 1024);
 };
 
 struct TileProduct {
@@ -106,90 +115,115 @@ __device__ __forceinline__ void decode_word(uint32_t w, uint32_t sc_lo, uint32_t
     }
 }
 
-// Chunk kc of the block's 16 row groups into dst: each group's two units (640 bytes,
-// contiguous in the copy) at dst + 640·group.
-__device__ __forceinline__ void stage_weights(const uint8_t* tile_w, int64_t units, int kc, uint8_t* dst) {
-    constexpr int kPiecesPerGroup = 2 * kUnitBytes / 16;  // 40
-    constexpr int kPieces = (kRows / kGroupRows) * kPiecesPerGroup;
+// The A fragments of a chunk's four k16 steps for row group `grp` of the slot's
+// weights: step 2u + s is word s of unit u.
+__device__ __forceinline__ void decode_chunk(const uint8_t* wslot, int grp, int lane, uint32_t (&a)[4][4]) {
 #pragma unroll
-    for (int k = 0; k < (kPieces + kThreads - 1) / kThreads; ++k) {
-        const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-        if (i >= kPieces) break;
-        const int grp = i / kPiecesPerGroup, piece = i % kPiecesPerGroup;
-        const uint8_t* src = tile_w + (static_cast<uint64_t>(grp) * static_cast<uint64_t>(units) + 2 * kc) * kUnitBytes;
-        cp_async16(dst + grp * 2 * kUnitBytes + 16 * piece, src + 16 * piece, 16);
-    }
-}
-
-// Chunk kc of the tokens' BF16 rows into dst (tokens past n_tokens as zeros).
-template <int kTok>
-__device__ __forceinline__ void stage_tokens(const TileParams& p, int kc, uint8_t* dst) {
-    constexpr int kPieces = kTok * (2 * kChunk / 16);
-#pragma unroll
-    for (int k = 0; k < (kPieces + kThreads - 1) / kThreads; ++k) {
-        const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-        if (kPieces % kThreads != 0 && i >= kPieces) break;
-        const int tok = i >> 3, piece = i & 7;
-        const bool in = tok < p.n_tokens;
-        const __nv_bfloat16* src =
-            p.x + static_cast<int64_t>(in ? tok : 0) * p.n_in + static_cast<int64_t>(kc) * kChunk + 8 * piece;
-        cp_async16(dst + tok * kTokRowBytes + 16 * piece, src, in ? 16 : 0);
-    }
-}
-
-// acc[mt][nt] += weight rows 32·slice + 16·mt .. + 15 × tokens 8·nt .. + 7 over unit
-// `half` of the chunk in `slot`.
-template <int kTok>
-__device__ __forceinline__ void mma_unit(const uint8_t* slot, int slice, int half, int lane,
-                                         float (&acc)[2][kTok / 8][4]) {
-    uint32_t a[2][2][4];  // [m-tile][k-step][register]
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-        const uint8_t* unit = slot + ((2 * slice + mt) * 2 + half) * kUnitBytes;
+    for (int u = 0; u < 2; ++u) {
+        const uint8_t* unit = wslot + (2 * grp + u) * kUnitBytes;
         const uint2 q = lds64(unit + 8 * lane);
         const uint2 s = lds64(unit + kUnitQuantBytes + 8 * (lane >> 2));  // (sc, −mn) of rows g, g + 8
         const uint32_t sc_lo = __byte_perm(s.x, 0, 0x1010), mn_lo = __byte_perm(s.x, 0, 0x3232);
         const uint32_t sc_hi = __byte_perm(s.y, 0, 0x1010), mn_hi = __byte_perm(s.y, 0, 0x3232);
-        decode_word(q.x, sc_lo, mn_lo, sc_hi, mn_hi, a[mt][0]);
-        decode_word(q.y, sc_lo, mn_lo, sc_hi, mn_hi, a[mt][1]);
-    }
-    const uint8_t* tok = slot + kWeightSlotBytes;
-    // ldmatrix.x4 from token rows: matrices (tokens 0-7, k 0-7), (0-7, 8-15), (8-15,
-    // 0-7), (8-15, 8-15) of a pair of n-tiles: b0, b1 of n-tile 2np, then of 2np + 1.
-    const uint8_t* b_row = tok + ((lane & 7) + 8 * (lane >> 4)) * kTokRowBytes + 16 * ((lane >> 3) & 1);
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-        const int ks = 2 * half + s;  // the k-step within the chunk
-#pragma unroll
-        for (int np = 0; np < kTok / 16; ++np) {
-            uint32_t b[4];
-            ldmatrix_x4(b, b_row + np * 16 * kTokRowBytes + 32 * ks);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-                mma_bf16(acc[mt][2 * np], a[mt][s], b[0], b[1]);
-                mma_bf16(acc[mt][2 * np + 1], a[mt][s], b[2], b[3]);
-            }
-        }
+        decode_word(q.x, sc_lo, mn_lo, sc_hi, mn_hi, a[2 * u]);
+        decode_word(q.y, sc_lo, mn_lo, sc_hi, mn_hi, a[2 * u + 1]);
     }
 }
 
-// f(token, row, value) for each accumulator value of this thread's slice (m16n8
-// layout: rows g and g + 8, tokens 2t and 2t + 1 of each n-tile).
+// The cluster's barrier (release/acquire: this block's partial tile visible to the
+// others' reads), a relaxed one, and distributed shared memory: the address of the
+// same variable in block `rank` of the cluster, and a 16-byte load from it.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_sync_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t dsmem_addr(uint32_t addr, int rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ float4 ld_dsmem_f4(uint32_t addr) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(addr)
+                 : "memory");
+    return v;
+}
+
+// This thread's share of a chunk's copies, its addresses worked out once: chunk kc
+// of the block's row groups (each group's two units, 640 bytes contiguous in the copy,
+// at 640·group of the slot's weights), and of the tokens' BF16 rows in the 128-byte
+// swizzle (mma.cuh: smem_desc_sw128: the 16-byte piece c of token n at piece
+// c ^ (n % 8)), tokens past n_tokens as zeros.
+template <int kTok>
+struct Stager {
+    static constexpr int kWeightPieces = (kRows / kGroupRows) * (2 * kUnitBytes / 16);  // 320
+    static constexpr int kW = (kWeightPieces + kThreads - 1) / kThreads;
+    static constexpr int kT = kTok * (2 * kChunk / 16) / kThreads;
+    static_assert(kTok * (2 * kChunk / 16) % kThreads == 0);
+    const uint8_t* w_src[kW];
+    int w_dst[kW];
+    const uint8_t* t_src[kT];
+    int t_dst[kT], t_bytes[kT];
+
+    __device__ __forceinline__ Stager(const TileParams& p, const uint8_t* tile_w, int units) {
+        const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+        for (int k = 0; k < kW; ++k) {
+            const int i = tid + k * kThreads, grp = i / 40, piece = i % 40;
+            w_src[k] = tile_w + static_cast<uint64_t>(grp) * static_cast<uint64_t>(units) * kUnitBytes + 16 * piece;
+            w_dst[k] = i < kWeightPieces ? grp * 2 * kUnitBytes + 16 * piece : -1;
+        }
+#pragma unroll
+        for (int k = 0; k < kT; ++k) {
+            const int i = tid + k * kThreads, tok = i >> 3, piece = i & 7;
+            const bool in = tok < p.n_tokens;
+            t_src[k] = reinterpret_cast<const uint8_t*>(p.x + static_cast<int64_t>(in ? tok : 0) * p.n_in + 8 * piece);
+            t_dst[k] = tok * (2 * kChunk) + ((piece ^ (tok & 7)) << 4);
+            t_bytes[k] = in ? 16 : 0;
+        }
+    }
+    __device__ __forceinline__ void weights(int kc, uint8_t* dst) const {
+#pragma unroll
+        for (int k = 0; k < kW; ++k)
+            if (w_dst[k] >= 0) cp_async16(dst + w_dst[k], w_src[k] + static_cast<int64_t>(kc) * (2 * kUnitBytes), 16);
+    }
+    __device__ __forceinline__ void tokens(int kc, uint8_t* dst) const {
+#pragma unroll
+        for (int k = 0; k < kT; ++k)
+            cp_async16(dst + t_dst[k], t_src[k] + static_cast<int64_t>(kc) * (2 * kChunk), t_bytes[k]);
+    }
+};
+
+// acc += the warpgroup's 64 rows × the slot's tokens over one k16 step.
+template <int kTok>
+__device__ __forceinline__ void wgmma_step(float (&acc)[kTok / 2], const uint32_t (&a)[4], uint64_t desc) {
+    if constexpr (kTok == 64)
+        wgmma_m64n64k16_bf16(acc, a, desc);
+    else
+        wgmma_m64n32k16_bf16(acc, a, desc);
+}
+
+// f(token, row, value) for each accumulator value of this warp's 16 rows (the
+// m64nT layout: per n8 tile, rows g and g + 8, tokens 2t and 2t + 1).
 template <int kTok, class F>
-__device__ __forceinline__ void for_each_acc(const float (&acc)[2][kTok / 8][4], int slice, int lane, F&& f) {
+__device__ __forceinline__ void for_each_acc(const float (&acc)[kTok / 2], int warp, int lane, F&& f) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int nt = 0; nt < kTok / 8; ++nt)
 #pragma unroll
-        for (int nt = 0; nt < kTok / 8; ++nt)
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-                f(nt * 8 + 2 * (lane & 3) + (r & 1), 32 * slice + 16 * mt + (lane >> 2) + 8 * (r >> 1), acc[mt][nt][r]);
+        for (int r = 0; r < 4; ++r)
+            f(nt * 8 + 2 * (lane & 3) + (r & 1), kGroupRows * warp + (lane >> 2) + 8 * (r >> 1), acc[4 * nt + r]);
 }
 
 template <int kTok>
-__global__ void __launch_bounds__(kThreads, 1) tile_gemm_kernel(const TileParams p) {
+__global__ void __launch_bounds__(kThreads, 2) tile_gemm_kernel(const TileParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using S = Smem<kTok>;
-    extern __shared__ __align__(16) uint8_t smem[];
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    uint8_t* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
     // This block's product (selected, not indexed: no local copy of the parameters).
     TileProduct pr = p.p[0];
 #pragma unroll
@@ -202,79 +236,106 @@ __global__ void __launch_bounds__(kThreads, 1) tile_gemm_kernel(const TileParams
     const uint8_t* tile_w = pr.w + static_cast<uint64_t>(tile) * (kRows / kGroupRows) * static_cast<uint64_t>(units) *
                                        kUnitBytes;
     auto slot = [&](int j) { return smem + (j % kSlots) * S::kSlotBytes; };
+    const Stager<kTok> st(p, tile_w, units);
 
     // Weights first (one group), before the wait; then each chunk's tokens (a group
     // each), so chunk i is complete once all but the kAhead − 1 latest groups are.
     for (int j = 0; j < kAhead; ++j)
-        if (j < nc) stage_weights(tile_w, units, c0 + j, slot(j));
+        if (j < nc) st.weights(c0 + j, slot(j) + S::kTokBytes);
     cp_async_commit();
     pdl_begin();
     for (int j = 0; j < kAhead; ++j) {
-        if (j < nc) stage_tokens<kTok>(p, c0 + j, slot(j) + kWeightSlotBytes);
+        if (j < nc) st.tokens(c0 + j, slot(j));
         cp_async_commit();
     }
 
     const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-    const int slice = warp & 7, half = warp >> 3;
-    float acc[2][kTok / 8][4] = {};
-    for (int i = 0; i < nc; ++i) {
+    float acc[kTok / 2];
+#pragma unroll
+    for (int i = 0; i < kTok / 2; ++i) acc[i] = 0.0f;
+    // Chunk i: decoded into its own fragment buffer (the products of chunk i − 1 still
+    // read the other one), multiplied as one wgmma group; then wait<1> retires chunk
+    // i − 1's group. So at chunk i's barrier every warp has retired chunk i − 2, whose
+    // slot takes chunk i + kAhead.
+    auto chunk = [&](int i, uint32_t(&f)[4][4]) {
         cp_async_wait<kAhead - 1>();
-        __syncthreads();  // chunk i visible to all; slot (i − 1) free for chunk i + kAhead
+        fence_async_smem();  // this thread's token copies, visible to the tensor cores' reads
+        __syncthreads();
         if (i + kAhead < nc) {
-            stage_weights(tile_w, units, c0 + i + kAhead, slot(i + kAhead));
-            stage_tokens<kTok>(p, c0 + i + kAhead, slot(i + kAhead) + kWeightSlotBytes);
+            st.weights(c0 + i + kAhead, slot(i + kAhead) + S::kTokBytes);
+            st.tokens(c0 + i + kAhead, slot(i + kAhead));
         }
         cp_async_commit();
-        mma_unit<kTok>(slot(i), slice, half, lane, acc);
+        decode_chunk(slot(i) + S::kTokBytes, warp, lane, f);
+        wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < 4; ++s) wgmma_step<kTok>(acc, f[s], smem_desc_sw128(slot(i) + 32 * s));
+        wgmma_commit();
+        wgmma_wait<1>();
+    };
+    // Pairs, then an odd chunk: on every path a buffer is written only after the group
+    // that read it retired (else ptxas serializes the products).
+    uint32_t f0[4][4], f1[4][4];
+    int c = 0;
+    for (; c + 1 < nc; c += 2) {
+        chunk(c, f0);
+        chunk(c + 1, f1);
     }
+    if (c < nc) chunk(c, f0);
+    wgmma_wait<0>();
+    fence_operands(acc);
     cp_async_wait<0>();
-    __syncthreads();  // the ring is free: the partial tile takes its place
-
-    // The second sub-block's warps hand their sums to the first's (a fixed order).
-    float* part = reinterpret_cast<float*>(smem);
-    if (half == 1)
-        for_each_acc<kTok>(acc, slice, lane, [&](int t, int r, float v) { part[t * kPartStride + r] = v; });
-    __syncthreads();
     const int row0 = tile * kRows;
-    if (half == 0) {
-        if (p.splits == 1) {
-            for_each_acc<kTok>(acc, slice, lane, [&](int t, int r, float v) {
-                if (t < p.n_tokens && row0 + r < pr.n_out) pr.y[t * pr.ys + row0 + r] = v + part[t * kPartStride + r];
-            });
-        } else {
-            for_each_acc<kTok>(acc, slice, lane, [&](int t, int r, float v) { part[t * kPartStride + r] += v; });
-        }
+    if (p.splits == 1) {
+        for_each_acc<kTok>(acc, warp, lane, [&](int t, int r, float v) {
+            if (t < p.n_tokens && row0 + r < pr.n_out) pr.y[t * pr.ys + row0 + r] = v;
+        });
+        return;
     }
-    if (p.splits == 1) return;
+    __syncthreads();  // the ring is free: the partial tile takes its place
+    float* part = reinterpret_cast<float*>(smem);
+    for_each_acc<kTok>(acc, warp, lane, [&](int t, int r, float v) { part[t * kPartStride + r] = v; });
 
     // The cluster's partial tiles (one a split, in its blocks' shared memory), summed in
-    // split order: block `split` sums rows split·kRows/S .. + kRows/S − 1 of all.
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();
+    // split order: block `split` sums rows split·kRows/S .. + kRows/S − 1 of all, every
+    // split's value asked for before the first sum.
+    cluster_sync();
     const int rows_per = kRows / p.splits, quads = rows_per / 4;
-    const float* parts[kMaxCluster];
+    const uint32_t part_addr = smem_u32(part);
+    uint32_t parts[kMaxCluster];
 #pragma unroll
-    for (int k = 0; k < kMaxCluster; ++k)
-        if (k < p.splits) parts[k] = cluster.map_shared_rank(part, k);
+    for (int k = 0; k < kMaxCluster; ++k) parts[k] = k < p.splits ? dsmem_addr(part_addr, k) : 0;
     for (int i = static_cast<int>(threadIdx.x); i < p.n_tokens * quads; i += kThreads) {
         const int t = i / quads, r = split * rows_per + 4 * (i % quads);
-        float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const uint32_t off = static_cast<uint32_t>(t * kPartStride + r) * 4;
+        float4 v[kMaxCluster];
 #pragma unroll
-        for (int k = 0; k < kMaxCluster; ++k) {
-            if (k >= p.splits) break;
-            const float4 v = *reinterpret_cast<const float4*>(parts[k] + t * kPartStride + r);
-            s.x += v.x;
-            s.y += v.y;
-            s.z += v.z;
-            s.w += v.w;
+        for (int k = 0; k < kMaxCluster; ++k)
+            if (k < p.splits) v[k] = ld_dsmem_f4(parts[k] + off);
+        float4 sum = v[0];
+#pragma unroll
+        for (int k = 1; k < kMaxCluster; ++k) {
+            if (k < p.splits) {
+                sum.x += v[k].x;
+                sum.y += v[k].y;
+                sum.z += v[k].z;
+                sum.w += v[k].w;
+            }
         }
         float* yt = pr.y + t * pr.ys + row0 + r;
-        const float v[4] = {s.x, s.y, s.z, s.w};
+        const float out[4] = {sum.x, sum.y, sum.z, sum.w};
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-            if (row0 + r + j < pr.n_out) yt[j] = v[j];
+            if (row0 + r + j < pr.n_out) yt[j] = out[j];
     }
-    cluster.sync();  // no block leaves while another still reads its tile
+    // No block leaves while another still reads its tile. The reads are done (their
+    // values were summed), so the arrive orders nothing (relaxed: no wait for the
+    // stores to y to drain).
+    cluster_sync_relaxed();
+#else
+    (void)p;
+    __trap();
+#endif
 }
 
 // The tile copy's bytes of unit (group, unit j), lane by lane, from Q4_K rows: one
@@ -368,8 +429,9 @@ uint64_t tile_layout_bytes(int64_t n_out, int64_t n_in) {
     return groups * static_cast<uint64_t>(n_in / 32) * kUnitBytes;
 }
 
+// Only where the kernel runs (an sm_90a build on Hopper): no copy that nothing reads.
 bool tile_layout_supported(const ops::WeightView& w) {
-    return w.type == GgmlType::Q4_K && !w.empty() && w.n_in > 0 && w.n_in % 256 == 0 && w.n_in <= (1 << 20) &&
+    return use_wgmma() && w.type == GgmlType::Q4_K && !w.empty() && w.n_in > 0 && w.n_in % 256 == 0 && w.n_in <= (1 << 20) &&
            w.n_out > 0 && w.n_out <= (int64_t{1} << 24) && w.row_bytes == static_cast<uint64_t>(w.n_in / 256) * 144;
 }
 
