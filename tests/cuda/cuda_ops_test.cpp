@@ -2317,8 +2317,10 @@ protected:
     }
     // matmul_multi of the three weights w (one n_in) on T tokens: each output, bit for
     // bit, what its product gives alone (output strides n_out + i, input stride n_in + 4).
+    // ref: the weights each product alone is held to (default w).
     void expect_multi_equals_separate(const ops::WeightView* const (&w)[3], int64_t T, bool with_bf16,
-                                      const std::string& what) {
+                                      const std::string& what, const ops::WeightView* const* ref = nullptr) {
+        if (ref == nullptr) ref = w;
         const int64_t K = w[0]->n_in, xs = K + 4;
         const auto x = randn(static_cast<size_t>(T * xs));
         float* dx = dev(x);
@@ -2337,7 +2339,7 @@ protected:
         gpu->matmul_multi(m);
         for (int i = 0; i < 3; ++i) {
             const size_t n = static_cast<size_t>(T * m.y_stride[i]);
-            EXPECT_EQ(float_bits(host(m.y[i], n)), float_bits(run(*w[i], dx, xb, T, xs, m.y_stride[i])))
+            EXPECT_EQ(float_bits(host(m.y[i], n)), float_bits(run(*ref[i], dx, xb, T, xs, m.y_stride[i])))
                 << what << " product " << i;
         }
     }
@@ -2444,12 +2446,12 @@ protected:
     }
 };
 
-// Rows around the 16-row groups and 256-row tiles (1, 15, 100, 256, 257, 1000, 4168),
-// K of one block, two, four and the model's sizes (2,816: 4 splits in a cluster; 4,096:
-// 8; 512 and 256: none), token counts at both token tiles' edges (17, 32, 33, 64),
-// padded strides, with and without the producer's BF16 rows; each twice, bit for bit.
+// Rows around the 16-row groups and 128-row tiles (1, 15, 100, 128, 129, 257, 1000,
+// 4168), K of one block, two, four and the model's sizes (2,816: 4 splits in a cluster;
+// 4,096: 8; 512 and 256: none), token counts at both token tiles' edges (17, 32, 33,
+// 64), padded strides, with and without the producer's BF16 rows; each twice, bit for bit.
 TEST_F(CudaTileGemm, MatchesItsReference) {
-    const std::pair<int64_t, int64_t> shapes[] = {{1, 256},   {15, 512},   {100, 1024}, {256, 256},
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 256},     {15, 512},    {100, 1024},  {128, 256}, {129, 768},
                                                   {257, 2816}, {1000, 2816}, {4168, 2816}, {130, 4096}};
     for (const auto& [N, K] : shapes) {
         const Weight w = tile_weight(N, K);
@@ -2464,32 +2466,44 @@ TEST_F(CudaTileGemm, LongRowsInEightSplits) {
     for (int64_t T : {20, 64}) check_shape(w, T, "tile, 8 splits");
 }
 
-// matmul_multi: two products with the copy in one launch (q and k) and one without
-// (a Q6_K v: cuBLAS after the kernel); each output bit for bit what the product gives
-// alone, whatever its stride.
+// matmul_multi: three products with the copy in one launch (q, k and v), each output
+// bit for bit what the product gives alone, whatever its stride. Where one has no copy
+// (a Q6_K v), none takes the tile GEMM: each output is what its product gives alone
+// without the copy.
 TEST_F(CudaTileGemm, MultiEqualsSeparateProducts) {
     const int64_t K = 2816;
-    const Weight a = tile_weight(4096, K), b = tile_weight(1000, K);
+    const Weight a = tile_weight(4096, K), b = tile_weight(1000, K), v = tile_weight(130, K);
     const Weight c = weight(GgmlType::Q6_K, 130, K);
+    ops::WeightView a_plain = a.w, b_plain = b.w;
+    a_plain.tile_layout = b_plain.tile_layout = nullptr;
+    const ops::WeightView* plain[3] = {&a_plain, &b_plain, &c.w};
     for (int64_t T : {17, 64})
-        for (bool with_bf16 : {false, true})
-            expect_multi_equals_separate({&a.w, &b.w, &c.w}, T, with_bf16,
-                                         "T=" + std::to_string(T) + (with_bf16 ? " x_bf16" : ""));
+        for (bool with_bf16 : {false, true}) {
+            const std::string what = "T=" + std::to_string(T) + (with_bf16 ? " x_bf16" : "");
+            expect_multi_equals_separate({&a.w, &b.w, &v.w}, T, with_bf16, what);
+            expect_multi_equals_separate({&a.w, &b.w, &c.w}, T, with_bf16, what + ", a Q6_K v", plain);
+        }
 }
 
-// The copy's bytes: its size (rows padded to whole tiles of 256), none for other
+// The copy's bytes: its size (rows padded to whole tiles of 128), none for other
 // types, and zeros past the last row (padded rows multiply to nothing).
 TEST_F(CudaTileGemm, LayoutSizeAndPadding) {
     const Weight w = tile_weight(20, 512);
-    const uint64_t bytes = 16 * 16 * (512 / 32) * 320;  // 256 rows: 16 groups of 16 units of 320 bytes
+    const uint64_t bytes = 8 * (512 / 32) * 320;  // 128 rows: 8 groups of 16 units of 320 bytes
     const auto copy = host(static_cast<const uint8_t*>(w.w.tile_layout), bytes);
-    // Groups 2 .. 15 (rows 32 .. 255) are padding.
+    // Groups 2 .. 7 (rows 32 .. 127) are padding.
     const size_t pad0 = static_cast<size_t>(2 * (512 / 32) * 320);
     EXPECT_TRUE(std::all_of(copy.begin() + static_cast<std::ptrdiff_t>(pad0), copy.end(), [](uint8_t v) { return v == 0; }));
-    // Group 1 holds rows 16 .. 19 only: rows 20 .. 31's scale pairs are zero.
-    const uint8_t* unit = copy.data() + (512 / 32) * 320;
-    for (int g = 4; g < 8; ++g)
-        for (int b = 0; b < 4; ++b) EXPECT_EQ(unit[256 + 8 * g + b], 0) << "group 1, row " << 16 + g;
+    // Group 1 holds rows 16 .. 19 only: the scale pairs of rows 20 .. 23 (bytes 0-3 at
+    // 8g, g = 4 .. 7) and 24 .. 31 (bytes 4-7 at every 8g) are zero, in every unit.
+    for (int u = 0; u < 512 / 32; ++u) {
+        const uint8_t* unit = copy.data() + (512 / 32 + u) * 320;
+        for (int g = 0; g < 8; ++g)
+            for (int b = 0; b < 8; ++b)
+                if (g >= 4 || b >= 4) {
+                    EXPECT_EQ(unit[256 + 8 * g + b], 0) << "unit " << u << ", g " << g << ", b " << b;
+                }
+    }
     const auto [q6, rb] = random_quantized(GgmlType::Q6_K, 16, 256, 0.05f);
     EXPECT_EQ(gpu->tile_layout({GgmlType::Q6_K, 256, 16, rb, dev(q6)}), nullptr);
 }
@@ -3093,7 +3107,7 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
                 const double st = time_calls(*gpu, 50, [&] { gpu->matmul({tiled, x, y, T, 0, 0}); });
                 std::printf("[ perf ] %-28s T=%5ld %9.1f us %8.1f GB/s (the tile copy, gemm_tile.cu)\n", sh.name,
                             static_cast<long>(T), st * 1e6,
-                            static_cast<double>((sh.n_out + 255) / 256 * 16 * (sh.n_in / 32) * 320) / st / 1e9);
+                            static_cast<double>((sh.n_out + 127) / 128 * 8 * (sh.n_in / 32) * 320) / st / 1e9);
             }
             if (T <= 8) {  // the f32 GEMV of the reference precision, for comparison
                 float* x32 = gpu32->alloc_array<float>(static_cast<size_t>(T * sh.n_in));

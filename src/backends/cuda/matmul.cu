@@ -154,30 +154,18 @@ const __nv_bfloat16* gemm_tokens(const float* x, int64_t x_stride, const void* x
     return env.ws->x;
 }
 
-// p's products that have a tile copy (gemm_tile.cu), in one launch; the others as
-// separate BF16 GEMMs (gemm_bf16, as launch_matmul runs them), so every product gives
-// the bits it gives alone. False (nothing issued) where none has one.
+// p's products in one launch of the tile GEMM (gemm_tile.cu) where every one has a
+// tile copy; false (nothing issued) where one has none. A product without one (a Q6_K
+// v) would run as a second, serial GEMM where the joint BF16 copy takes one
+// (session 60, H100: q and k on the tile GEMM, v on cuBLAS after it, lost 1 % at 64
+// sequences).
 bool tile_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
-    bool covered[ops::MultiMatmulParams::kMax], any = false;
-    for (int i = 0; i < p.n; ++i) any = (covered[i] = tile_gemm_covers(p.w[i], p.n_tokens)) || any;
-    if (!any) return false;
-    const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, p.w[0].n_in, env, s);
-    const bool converted = xb == env.ws->x;
-    const ops::WeightView* w[ops::MultiMatmulParams::kMax];
-    float* y[ops::MultiMatmulParams::kMax];
-    int64_t ys[ops::MultiMatmulParams::kMax];
-    int n = 0;
     for (int i = 0; i < p.n; ++i)
-        if (covered[i]) {
-            w[n] = &p.w[i];
-            y[n] = p.y[i];
-            ys[n++] = p.y_stride[i];
-        }
-    launch_tile_gemm(w, y, ys, n, xb, p.n_tokens, s);
-    for (int i = 0; i < p.n; ++i) {
-        if (covered[i]) continue;
-        gemm_bf16(product(p, i), *env.ws, env.cublas, s, converted);
-    }
+        if (!tile_gemm_covers(p.w[i], p.n_tokens)) return false;
+    const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, p.w[0].n_in, env, s);
+    const ops::WeightView* w[ops::MultiMatmulParams::kMax];
+    for (int i = 0; i < p.n; ++i) w[i] = &p.w[i];
+    launch_tile_gemm(w, p.y, p.y_stride, p.n, xb, p.n_tokens, s);
     return true;
 }
 

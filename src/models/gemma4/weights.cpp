@@ -241,9 +241,9 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
         if (!group.empty()) be.batch_layouts(group);
 }
 
-// 1: the Q4_K matrices of the layers' attention (q, k, v, o) also get the backend's
-// tile copy (ops::Backend::tile_layout), which its dense products of batched decode
-// (17-64 tokens) read instead of the BF16 copy; 2: the dense MLP's too (they run beside
+// Which Q4_K matrices also get the backend's tile copy (ops::Backend::tile_layout),
+// which its dense products of batched decode (17-64 tokens) read instead of the BF16
+// copy: bit 1 the layers' attention (q, k, v, o), bit 2 the dense MLP (it runs beside
 // the experts, on the side stream); 0 (default): none, for the A/B.
 #ifndef HF2Q_TILE_COPY
 #define HF2Q_TILE_COPY 0
@@ -255,9 +255,10 @@ void add_batch_copies(Weights& w, ops::WeightView& head, ops::Backend& be, Batch
 void add_tile_layouts(Weights& w, ops::Backend& be, BatchCopy policy) {
     if (!HF2Q_TILE_COPY || policy == BatchCopy::off) return;
     for (auto& l : w.layers) {
-        for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output})
-            if (!v->empty()) v->tile_layout = be.tile_layout(*v);
-        if (HF2Q_TILE_COPY >= 2)
+        if (HF2Q_TILE_COPY & 1)
+            for (ops::WeightView* v : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output})
+                if (!v->empty()) v->tile_layout = be.tile_layout(*v);
+        if (HF2Q_TILE_COPY & 2)
             for (ops::WeightView* v : {&l.ffn_gate, &l.ffn_up, &l.ffn_down})
                 if (!v->empty()) v->tile_layout = be.tile_layout(*v);
     }
