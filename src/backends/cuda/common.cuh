@@ -87,24 +87,35 @@ __device__ __forceinline__ void pdl_begin() {
 }
 
 // kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch
-// (HF2Q_CUDA_PDL, a CMake option, on by default; off, a plain launch).
+// (HF2Q_CUDA_PDL, a CMake option, on by default; off, a plain launch), in thread-block
+// clusters of `cluster` blocks along x where cluster > 1.
 template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+void launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, unsigned cluster, cudaStream_t s,
+                    Args&&... args) {
+    cudaLaunchAttribute attr[2];
+    unsigned n = 0;
+#if HF2Q_CUDA_PDL
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+#endif
+    if (cluster > 1) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = cluster;
+        attr[n].val.clusterDim.y = 1;
+        attr[n++].val.clusterDim.z = 1;
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cfg.attrs = attr;
-#if HF2Q_CUDA_PDL
-    cfg.numAttrs = 1;
-#else
-    cfg.numAttrs = 0;
-#endif
+    cfg.numAttrs = n;
     HF2Q_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+    launch_cluster(kernel, grid, block, smem, 1, s, std::forward<Args>(args)...);
 }
 
 // The lanes of the calling thread's warp below it, as a mask.

@@ -404,21 +404,8 @@ template <int kTok>
 void launch_instance(const TileParams& p, int blocks, cudaStream_t s) {
     constexpr size_t bytes = Smem<kTok>::kBytes;
     allow_smem<tile_gemm_kernel<kTok>>(bytes, 100);
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    attr[1].id = cudaLaunchAttributeClusterDimension;
-    attr[1].val.clusterDim.x = static_cast<unsigned>(p.splits);
-    attr[1].val.clusterDim.y = 1;
-    attr[1].val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = bytes;
-    cfg.stream = s;
-    cfg.attrs = HF2Q_CUDA_PDL ? attr : attr + 1;
-    cfg.numAttrs = HF2Q_CUDA_PDL ? 2 : 1;
-    HF2Q_CUDA_CHECK(cudaLaunchKernelEx(&cfg, tile_gemm_kernel<kTok>, p));
+    launch_cluster(tile_gemm_kernel<kTok>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), bytes,
+                   static_cast<unsigned>(p.splits), s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
