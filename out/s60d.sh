@@ -13,8 +13,10 @@ t ops 200 /tmp/bund/test_cuda_ops --gtest_filter='*TileGemm*:*MatmulMulti*'
 wait
 el tests
 row() { b $V/$1 -p '' -n 32 -b $3 -d 1024 -r 2 -ub 4096 --cache-type $2; }
-{ for v in m t g a m t g a; do before $((L - 60)) && row $v int8 64; done
-  for v in m t g a; do before $((L - 40)) && row $v int8 32; done
+{ for v in m g t a; do before $((L - 30)) && row $v int8 64; done
+  for v in m g; do before $((L - 30)) && row $v int8 32; done
+  for v in m g a t; do before $((L - 30)) && row $v int8 64; done
+  for v in t a; do before $((L - 30)) && row $v int8 32; done
 } 2>&1 | tee $OUT/bench.txt
 el bench
 if before $((L - 20)); then t model_t 18 /tmp/bund/test_model_t; fi
