@@ -38,10 +38,17 @@
 namespace hf2q::cuda {
 namespace {
 
-constexpr int kWarps = 8;  // two warpgroups
+// Warps a block, one 16-row group each, whole warpgroups: 8 (two warpgroups, 128 rows,
+// two blocks an SM) by default; 4 (64 rows, four an SM) for the A/B of more, smaller
+// blocks (session 60: a block's chain, not bytes, bounds the kernel).
+#ifndef HF2Q_TILE_WARPS
+#define HF2Q_TILE_WARPS 8
+#endif
+constexpr int kWarps = HF2Q_TILE_WARPS;
+static_assert(kWarps % 4 == 0 && kWarps <= 16);
 constexpr int kThreads = 32 * kWarps;
 constexpr int kGroupRows = 16;
-constexpr int kRows = kWarps * kGroupRows;  // weight rows a block: 128
+constexpr int kRows = kWarps * kGroupRows;  // weight rows a block
 constexpr int kChunk = 64;                  // K values a ring slot holds: two units, four k16 steps
 #ifndef HF2Q_TILE_SLOTS
 #define HF2Q_TILE_SLOTS 5
@@ -52,7 +59,7 @@ constexpr int kSlots = HF2Q_TILE_SLOTS;
 constexpr int kAhead = kSlots - 2;
 constexpr int kUnitBytes = 320;  // 16 rows × 32 values: 256 quant bytes, 64 scale bytes
 constexpr int kUnitQuantBytes = 256;
-constexpr int kWeightSlotBytes = (kRows / kGroupRows) * 2 * kUnitBytes;  // 5,120
+constexpr int kWeightSlotBytes = (kRows / kGroupRows) * 2 * kUnitBytes;  // 5,120 at 8 warps
 #ifndef HF2Q_TILE_MAX_CLUSTER
 #define HF2Q_TILE_MAX_CLUSTER 8
 #endif
@@ -66,7 +73,7 @@ constexpr int kPartStride = kRows + 4;
 template <int kTok>
 struct Smem {
     static constexpr int kTokBytes = kTok * 2 * kChunk;
-    static constexpr int kSlotBytes = kTokBytes + kWeightSlotBytes;
+    static constexpr int kSlotBytes = (kTokBytes + kWeightSlotBytes + 1023) / 1024 * 1024;
     static constexpr int kRing = kSlots * kSlotBytes;
     static constexpr int kPart = kTok * kPartStride * 4;
     static constexpr int kBytes = (kRing > kPart ? kRing : kPart) + 1024;  // + alignment slack
@@ -160,7 +167,8 @@ __device__ __forceinline__ float4 ld_dsmem_f4(uint32_t addr) {
 // c ^ (n % 8)), tokens past n_tokens as zeros.
 template <int kTok>
 struct Stager {
-    static constexpr int kWeightPieces = (kRows / kGroupRows) * (2 * kUnitBytes / 16);  // 320
+    static constexpr int kGroupPieces = 2 * kUnitBytes / 16;  // 40
+    static constexpr int kWeightPieces = (kRows / kGroupRows) * kGroupPieces;
     static constexpr int kW = (kWeightPieces + kThreads - 1) / kThreads;
     static constexpr int kT = kTok * (2 * kChunk / 16) / kThreads;
     static_assert(kTok * (2 * kChunk / 16) % kThreads == 0);
@@ -173,9 +181,11 @@ struct Stager {
         const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
         for (int k = 0; k < kW; ++k) {
-            const int i = tid + k * kThreads, grp = i / 40, piece = i % 40;
-            w_src[k] = tile_w + static_cast<uint64_t>(grp) * static_cast<uint64_t>(units) * kUnitBytes + 16 * piece;
-            w_dst[k] = i < kWeightPieces ? grp * 2 * kUnitBytes + 16 * piece : -1;
+            const int i = tid + k * kThreads, grp = i / kGroupPieces, piece = i % kGroupPieces;
+            const bool in = i < kWeightPieces;
+            w_src[k] = in ? tile_w + static_cast<uint64_t>(grp) * static_cast<uint64_t>(units) * kUnitBytes + 16 * piece
+                          : tile_w;
+            w_dst[k] = in ? grp * 2 * kUnitBytes + 16 * piece : -1;
         }
 #pragma unroll
         for (int k = 0; k < kT; ++k) {
@@ -219,7 +229,7 @@ __device__ __forceinline__ void for_each_acc(const float (&acc)[kTok / 2], int w
 }
 
 template <int kTok>
-__global__ void __launch_bounds__(kThreads, 2) tile_gemm_kernel(const TileParams p) {
+__global__ void __launch_bounds__(kThreads, 16 / kWarps) tile_gemm_kernel(const TileParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using S = Smem<kTok>;
     extern __shared__ __align__(16) uint8_t smem_raw[];

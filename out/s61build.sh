@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# s61build.sh BUILD_DIR: the binaries out/s61a.sh carries, built on the CPU machine (sm_90a) from this tree in
+# BUILD_DIR (a Release CUDA build directory, configured if new) by flipping switch defaults in place, packed by
+# out/bundle.sh into out/bin61/bundle61.tar.xz:
+#   m    no tile copies (HF2Q_TILE_COPY 0, weights.cpp)       g    the dense MLP's (2)
+#   t    the attention's (1)                                  a    both (3)
+#   t4, a4   t and a with 64-row tile blocks (HF2Q_TILE_WARPS 4, gemm_tile.cu)
+#   the test binaries of m that run on a GPU, t's test_model (test_model_t), and test_cuda_ops at 4 warps (ops4:
+#   its matmul rows; its LayoutSizeAndPadding expects 128-row tiles and fails there).
+# Commit first: the sources are restored from copies at the end, but an interrupted run leaves a flip behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:?build directory}
+[ -f "$B/build.ninja" ] || cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON > /dev/null
+tmp=$(mktemp -d)
+W=src/models/gemma4/weights.cpp
+G=src/backends/cuda/gemm_tile.cu
+files=($W $G)
+for f in "${files[@]}"; do cp "$f" "$tmp/$(basename "$f")"; done
+restore() { for f in "${files[@]}"; do cp "$tmp/$(basename "$f")" "$f"; done; }
+trap 'restore; rm -rf "$tmp"' EXIT
+setdef() {  # setdef FILE NAME VALUE
+  sed -i "s/^#define $2 [0-9]*\$/#define $2 $3/" "$1"; grep -q "^#define $2 $3\$" "$1" || { echo "setdef $2 $3"; exit 1; }
+}
+snap() { ninja -C "$B" hf2q > /dev/null; cp "$B/bin/hf2q" "$tmp/hf2q_$1"; echo "built $1"; }
+ninja -C "$B" > /dev/null
+mkdir -p "$tmp/t"
+for t in test_cuda_ops test_model; do cp "$B/bin/$t" "$tmp/t/"; done
+snap m
+setdef $W HF2Q_TILE_COPY 2; snap g
+setdef $W HF2Q_TILE_COPY 3; snap a
+setdef $W HF2Q_TILE_COPY 1; snap t
+ninja -C "$B" test_model > /dev/null; cp "$B/bin/test_model" "$tmp/t/test_model_t"
+setdef $G HF2Q_TILE_WARPS 4; snap t4
+setdef $W HF2Q_TILE_COPY 3; snap a4
+ninja -C "$B" test_cuda_ops > /dev/null; cp "$B/bin/test_cuda_ops" "$tmp/t/test_ops4"
+restore
+ninja -C "$B" hf2q test_model test_cuda_ops > /dev/null
+mkdir -p out/bin61
+bash out/bundle.sh out/bin61/bundle61.tar.xz "$tmp"/hf2q_{m,t,g,a,t4,a4} "$tmp"/t/test_*
