@@ -5,6 +5,7 @@
 #   m    no tile copies (HF2Q_TILE_COPY 0, weights.cpp)       g    the dense MLP's (2)
 #   t    the attention's (1)                                  a    both (3)
 #   t4, a4   t and a with 64-row tile blocks (HF2Q_TILE_WARPS 4, gemm_tile.cu)
+#   a32  a with the tile GEMM at 17-32 tokens only (HF2Q_TILE_MAX_TOKENS 32, gemm_tile.cu)
 #   the test binaries of m that run on a GPU, t's test_model (test_model_t), and test_cuda_ops at 4 warps (ops4:
 #   its matmul rows; its LayoutSizeAndPadding expects 128-row tiles and fails there).
 # Commit first: the sources are restored from copies at the end, but an interrupted run leaves a flip behind.
@@ -34,7 +35,8 @@ ninja -C "$B" test_model > /dev/null; cp "$B/bin/test_model" "$tmp/t/test_model_
 setdef $G HF2Q_TILE_WARPS 4; snap t4
 setdef $W HF2Q_TILE_COPY 3; snap a4
 ninja -C "$B" test_cuda_ops > /dev/null; cp "$B/bin/test_cuda_ops" "$tmp/t/test_ops4"
+setdef $G HF2Q_TILE_WARPS 8; setdef $G HF2Q_TILE_MAX_TOKENS 32; snap a32
 restore
 ninja -C "$B" hf2q test_model test_cuda_ops > /dev/null
 mkdir -p out/bin61
-bash out/bundle.sh out/bin61/bundle61.tar.xz "$tmp"/hf2q_{m,t,g,a,t4,a4} "$tmp"/t/test_*
+bash out/bundle.sh out/bin61/bundle61.tar.xz "$tmp"/hf2q_{m,t,g,a,t4,a4,a32} "$tmp"/t/test_*

@@ -442,8 +442,16 @@ void repack_tile_layout(const ops::WeightView& w, uint8_t* dst, cudaStream_t s) 
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
+// The most tokens the tile GEMM takes (17 .. 64): 64 by default; 32 for the A/B of the
+// copies at 17-32 tokens only (session 60, H100: both kinds of copies gained 2.9 % at 32
+// sequences and lost 1 % at 64).
+#ifndef HF2Q_TILE_MAX_TOKENS
+#define HF2Q_TILE_MAX_TOKENS 64
+#endif
+static_assert(HF2Q_TILE_MAX_TOKENS >= 17 && HF2Q_TILE_MAX_TOKENS <= 64);
+
 bool tile_gemm_covers(const ops::WeightView& w, int64_t n_tokens) {
-    return n_tokens >= 17 && n_tokens <= 64 && w.tile_layout != nullptr && aligned16(w.tile_layout) &&
+    return n_tokens >= 17 && n_tokens <= HF2Q_TILE_MAX_TOKENS && w.tile_layout != nullptr && aligned16(w.tile_layout) &&
            tile_layout_supported(w);
 }
 
