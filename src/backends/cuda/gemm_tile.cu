@@ -367,9 +367,8 @@ __global__ void repack_tile_kernel(const uint8_t* src, uint64_t row_bytes, int64
             sc_bits[rr] = mn_bits[rr] = 0;
             if (row >= n_out) continue;
             const uint8_t* blk = src + static_cast<uint64_t>(row) * row_bytes + static_cast<uint64_t>(j / 8) * 144;
-            const uint8_t* sc = blk + 4;
-            const int s = sb < 4 ? sc[sb] & 63 : (sc[sb + 4] & 15) | ((sc[sb - 4] >> 6) << 4);
-            const int m = sb < 4 ? sc[sb + 4] & 63 : (sc[sb + 4] >> 4) | ((sc[sb] >> 6) << 4);
+            int s = 0, m = 0;
+            kscale(blk + 4, sb, s, m);
             const float d = half_bits(blk[0] | (blk[1] << 8)), dmin = half_bits(blk[2] | (blk[3] << 8));
             // Exact in f32 (11 + 6 bits), then rounded to BF16 once.
             sc_bits[rr] = __bfloat16_as_ushort(__float2bfloat16_rn(d * static_cast<float>(s)));
@@ -428,8 +427,9 @@ uint64_t tile_layout_bytes(int64_t n_out, int64_t n_in) {
 
 // Only where the kernel runs (an sm_90a build on Hopper): no copy that nothing reads.
 bool tile_layout_supported(const ops::WeightView& w) {
-    return use_wgmma() && w.type == GgmlType::Q4_K && !w.empty() && w.n_in > 0 && w.n_in % 256 == 0 && w.n_in <= (1 << 20) &&
-           w.n_out > 0 && w.n_out <= (int64_t{1} << 24) && w.row_bytes == static_cast<uint64_t>(w.n_in / 256) * 144;
+    return use_wgmma() && w.type == GgmlType::Q4_K && !w.empty() && w.n_in > 0 && w.n_in % 256 == 0 &&
+           w.n_in <= (1 << 20) && w.n_out > 0 && w.n_out <= (int64_t{1} << 24) &&
+           w.row_bytes == static_cast<uint64_t>(w.n_in / 256) * 144;
 }
 
 void repack_tile_layout(const ops::WeightView& w, uint8_t* dst, cudaStream_t s) {
