@@ -2,11 +2,11 @@
 # Session 60: where the tile GEMM (gemm_tile.cu) spends its time. ncu (full set) of one 64-token launch each of
 # attn_q, attn_o and the full layers' q from DISABLED_MatmulThroughput; a CUPTI kernel timeline of that test (every
 # kernel's duration: cuBLAS on the BF16 copy beside the tile kernel); and the 64-sequence int8 step of m and t
-# (out/s59build.sh's bundle) through scripts/trace_summary.py.
-#   run(carry=["out/bin59", "out/bin60"]): mkdir -p $OUT && OUT=$OUT bash out/s60a.sh
+# (out/s61build.sh's bundle) through scripts/trace_summary.py.
+#   run(carry=["out/bin61", "out/bin60", "out/s60a.sh"]): mkdir -p $OUT && OUT=$OUT bash out/s60a.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
-unbundle out/bin59/bundle59.tar.xz m t
+unbundle out/bin61/bundle61.tar.xz m t
 LIB=$PWD/out/bin60/libhf2q_cupti_trace.so
 synth_g26 /tmp/bund/hf2q_m > $OUT/synth.txt 2>&1 &
 MM=(/tmp/bund/test_cuda_ops --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_MatmulThroughput')

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Session 60: the tile GEMM on wgmma (gemm_tile.cu, 128-row blocks): its tests, the 64-sequence int8 A/B of m (no tile
-# copies), t (HF2Q_TILE_COPY 1) and a (2), the matmul rows, ncu of one 64-token attn_q launch, the step's trace of t,
-# the sanitizers and test_model with the copies. Binaries: `bash out/s59build.sh DIR` (out/bin59/bundle59.tar.xz).
-#   run(carry=["out/bin59", "out/bin60", "out/s60b.sh"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s60b.sh
+# copies), t (HF2Q_TILE_COPY 1) and a (3), the matmul rows, ncu of one 64-token attn_q launch, the step's trace of t,
+# the sanitizers and test_model with the copies. Binaries: `bash out/s61build.sh DIR` (out/bin61/bundle61.tar.xz).
+#   run(carry=["out/bin61", "out/bin60", "out/s60b.sh"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s60b.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 L=${LIMIT:-560}
 V=build-v
 LIB=$PWD/out/bin60/libhf2q_cupti_trace.so
-unbundle out/bin59/bundle59.tar.xz m t a
+unbundle out/bin61/bundle61.tar.xz m t a
 synth_g26 /tmp/bund/hf2q_m &
 t ops 200 /tmp/bund/test_cuda_ops --gtest_filter='*TileGemm*:*MatmulMulti*'
 wait
