@@ -6,6 +6,8 @@
 #   t    the attention's (1)                                  a    both (3)
 #   t4, a4   t and a with 64-row tile blocks (HF2Q_TILE_WARPS 4, gemm_tile.cu)
 #   a32  a with the tile GEMM at 17-32 tokens only (HF2Q_TILE_MAX_TOKENS 32, gemm_tile.cu)
+#   n    Q5_0's lane copy off (HF2Q_GEMV_MMA_Q50_LANES 0, gemv_mma_switches.h; on since session 58, H100 only)
+#   f    the i8 score fold on (HF2Q_SPLIT_I8_FOLD 1, attention_split.cu; never run on an H200)
 #   the test binaries of m that run on a GPU, t's test_model (test_model_t), and test_cuda_ops at 4 warps (ops4:
 #   its matmul rows; its LayoutSizeAndPadding expects 128-row tiles and fails there).
 # Commit first: the sources are restored from copies at the end, but an interrupted run leaves a flip behind.
@@ -16,7 +18,9 @@ B=${1:?build directory}
 tmp=$(mktemp -d)
 W=src/models/gemma4/weights.cpp
 G=src/backends/cuda/gemm_tile.cu
-files=($W $G)
+N=src/backends/cuda/gemv_mma_switches.h
+F=src/backends/cuda/attention_split.cu
+files=($W $G $N $F)
 for f in "${files[@]}"; do cp "$f" "$tmp/$(basename "$f")"; done
 restore() { for f in "${files[@]}"; do cp "$tmp/$(basename "$f")" "$f"; done; }
 trap 'restore; rm -rf "$tmp"' EXIT
@@ -37,6 +41,10 @@ setdef $W HF2Q_TILE_COPY 3; snap a4
 ninja -C "$B" test_cuda_ops > /dev/null; cp "$B/bin/test_cuda_ops" "$tmp/t/test_ops4"
 setdef $G HF2Q_TILE_WARPS 8; setdef $G HF2Q_TILE_MAX_TOKENS 32; snap a32
 restore
+setdef $N HF2Q_GEMV_MMA_Q50_LANES 0; snap n
+restore
+setdef $F HF2Q_SPLIT_I8_FOLD 1; snap f
+restore
 ninja -C "$B" hf2q test_model test_cuda_ops > /dev/null
 mkdir -p out/bin61
-bash out/bundle.sh out/bin61/bundle61.tar.xz "$tmp"/hf2q_{m,t,g,a,t4,a4,a32} "$tmp"/t/test_*
+bash out/bundle.sh out/bin61/bundle61.tar.xz "$tmp"/hf2q_{m,t,g,a,t4,a4,a32,n,f} "$tmp"/t/test_*
