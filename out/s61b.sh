@@ -2,7 +2,7 @@
 # Session 61: one call for whichever card comes, the rows that decide first. Binaries: `bash out/s61build.sh DIR`
 # (out/bin61/bundle61.tar.xz: m main, g/t/a the tile copies (MLP / attention / both), a32 a at 17-32 tokens only,
 # t4 t at 4 warps a block, n Q5_0's lane copy off, f the i8 score fold on). The tile tests beside the synth, then the
-# 64-sequence int8 rows alternating twice (n and f only on an H200, where neither has run), the 32-sequence rows,
+# 64-sequence int8 rows (n and f only on an H200, where neither has run), the 32-sequence rows, the 64 again,
 # test_model with the attention's copies, the matmul rows at 8 and 4 warps.
 #   run(carry=["out/bin61", "out/s61b.sh"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s61b.sh
 cd "$(dirname "$0")/.."
@@ -19,8 +19,9 @@ t ops 200 /tmp/bund/test_cuda_ops --gtest_filter='*TileGemm*:*MatmulMulti*'
 wait
 el tests
 row() { b $V/$1 -p '' -n 32 -b $3 -d 1024 -r 2 -ub 4096 --cache-type $2; }
-{ for i in 1 2; do for v in "${vs[@]}"; do before $((L - 110)) && row $v int8 64; done; done
-  for v in m g t a a32; do before $((L - 70)) && row $v int8 32; done
+{ for v in "${vs[@]}"; do before $((L - 110)) && row $v int8 64; done
+  for v in m g t a a32; do before $((L - 90)) && row $v int8 32; done
+  for v in "${vs[@]}"; do before $((L - 70)) && row $v int8 64; done
 } 2>&1 | tee $OUT/bench.txt
 el bench
 if before $((L - 40)); then t model_t 25 /tmp/bund/test_model_t; fi
