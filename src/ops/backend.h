@@ -126,6 +126,13 @@ public:
         (void)w;
         return nullptr;
     }
+    // The bytes tile_layout(w) would take (0 where the backend has no tile form for w's
+    // type and shape), so that a loader copies a group multiplied in one launch only
+    // where every member has one. Default: none.
+    virtual uint64_t tile_layout_bytes(const WeightView& w) const {
+        (void)w;
+        return 0;
+    }
 
     // Weight w (already in this backend's memory) expanded to BF16 rows once, for
     // WeightView::batch_layout: the backend's matmuls of batches above its GEMV range

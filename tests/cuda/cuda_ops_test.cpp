@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/gemv_mma_switches.h"
 #include "quant/quant.h"
 #include "quant/quant_impl.h"
@@ -2429,8 +2430,19 @@ TEST_F(CudaSmallGemm, SmallBatchMatmulSmallShapes) {
 // (reg_decoded_row: d·sc and dmin·m rounded to BF16, then q·scale − min rounded once),
 // so the reference is the CPU product of exactly those values and the BF16-rounded
 // activations, held to CudaSmallGemm's bounds (the order of the f32 sums only).
+// gpu takes the tile GEMM up to the kernel's 64 tokens (CudaOptions::tile_gemm_max_tokens;
+// the default backend's 32 stays in gpu_default).
 class CudaTileGemm : public CudaSmallGemm {
 protected:
+    void SetUp() override {
+        CudaSmallGemm::SetUp();
+        if (IsSkipped()) return;
+        cuda::CudaOptions o;
+        o.tile_gemm_max_tokens = 64;
+        gpu_default = std::move(gpu);
+        gpu = cuda::make_backend(o);
+    }
+    std::unique_ptr<ops::Backend> gpu_default;
     Weight tile_weight(int64_t N, int64_t K) {
         const auto [wq, row_bytes] = random_quantized(GgmlType::Q4_K, N, K, 0.05f);
         Weight r;
@@ -2515,6 +2527,32 @@ TEST_F(CudaTileGemm, SmallShapes) {
     check_shape(a, 17, "tile");
     check_shape(l, 64, "tile, 8 splits");
     expect_pair_equals_separate(a.w, tile_weight(7, 512).w);
+}
+
+// The default backend takes the tile GEMM up to 32 tokens (CudaOptions::
+// tile_gemm_max_tokens): at 32 its product is the 64-token backend's to the bit; at 33
+// it is cuBLAS's on the weights expanded to BF16 (other roundings of the same values:
+// close, not the same bits).
+TEST_F(CudaTileGemm, DefaultBackendStopsAt32Tokens) {
+    const Weight w = tile_weight(256, 512);
+    const int64_t K = w.w.n_in, N = w.w.n_out;
+    for (int64_t T : {32, 33}) {
+        const auto x = randn(static_cast<size_t>(T * K));
+        float* dx = dev(x);
+        std::vector<float> got[2];
+        ops::Backend* be[2] = {gpu.get(), gpu_default.get()};
+        for (int i = 0; i < 2; ++i) {
+            float* dy = gpu->alloc_array<float>(static_cast<size_t>(T * N));
+            be[i]->matmul({w.w, dx, dy, T, K, N});
+            be[i]->synchronize();
+            got[i] = host(dy, static_cast<size_t>(T * N));
+        }
+        if (T == 32)
+            EXPECT_EQ(float_bits(got[1]), float_bits(got[0])) << "T=32: not the tile GEMM";
+        else
+            EXPECT_NE(float_bits(got[1]), float_bits(got[0])) << "T=33: the tile GEMM";
+        EXPECT_LT(rel_err(got[1], got[0]), 1e-2) << "T=" << T;
+    }
 }
 
 // gelu_tanh(g) · u as the CPU reference computes it (ops/activation.h).

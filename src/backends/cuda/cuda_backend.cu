@@ -106,6 +106,10 @@ public:
         env_.ws = &ws_;
         env_.cublas = cublas_;
         env_.precision = o.precision;
+        if (o.tile_gemm_max_tokens > kTileGemmMaxTokens)
+            throw Error("CudaOptions::tile_gemm_max_tokens is " + std::to_string(o.tile_gemm_max_tokens) +
+                        "; the tile GEMM takes at most " + std::to_string(kTileGemmMaxTokens) + " tokens");
+        env_.tile_max_tokens = o.tile_gemm_max_tokens;
         arrived_ = alloc_array<unsigned>(1);
         argmax_ws_.arrived = alloc_array<unsigned>(kArgmaxRows);
         argmax_ws_.n_arrived = kArgmaxRows;
@@ -333,15 +337,18 @@ public:
     }
 
     // Q4_K dense weights: the tile copy (gemm_tile.cu) batched decode's products of
-    // 17-64 tokens read, 0.625 bytes a value. Only where it leaves kDecodeLayoutHeadroom.
+    // 17-32 tokens (CudaOptions::tile_gemm_max_tokens) read, 0.625 bytes a value. Only where it leaves kDecodeLayoutHeadroom.
     const void* tile_layout(const ops::WeightView& w) override {
-        if (!tile_layout_supported(w)) return nullptr;
-        const uint64_t bytes = tile_layout_bytes(w.n_out, w.n_in);
-        if (!copy_fits(bytes)) return nullptr;
+        const uint64_t bytes = tile_layout_bytes(w);
+        if (bytes == 0 || !copy_fits(bytes)) return nullptr;
         void* d = alloc(static_cast<size_t>(bytes));
         repack_tile_layout(w, static_cast<uint8_t*>(d), stream_);
         HF2Q_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return d;
+    }
+
+    uint64_t tile_layout_bytes(const ops::WeightView& w) const override {
+        return tile_layout_supported(w) ? cuda::tile_layout_bytes(w.n_out, w.n_in) : 0;
     }
 
     // n_expert experts of w again in rows of row_bytes, written by repack (false: the

@@ -26,6 +26,12 @@ struct CudaOptions {
     // their own. Off, everything runs in issue order on the one stream: the same
     // results, bit for bit (the tests compare the two), for measuring the overlap.
     bool concurrent_side = true;
+    // Batched decode's dense products of 17 .. this many tokens read the Q4_K tile
+    // copies (gemm_tile.cu) where every product of a launch has one, the others cuBLAS
+    // on the BF16 copies. 32 by default (session 61, H100: 32 sequences +3.7 %; at 64
+    // cuBLAS is as fast a call and the tile GEMM lost 0.5 %); at most 64 (the kernel's
+    // largest token tile: the tests' setting); 16 or less: never.
+    int tile_gemm_max_tokens = 32;
 };
 
 // Number of usable CUDA devices (0 when there is no driver or GPU).

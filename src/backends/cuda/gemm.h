@@ -110,7 +110,8 @@ void launch_small_gemm(const ops::WeightView* const* w, float* const* y, const i
                        const __nv_bfloat16* xb, int64_t n_tokens, GemmWorkspace& ws, cudaStream_t s);
 
 // Batched decode's dense products from the tile copy of Q4_K weights (gemm_tile.cu):
-// 17-64 tokens, BF16 tensor-core precision (warpgroup MMA: sm_90a builds on Hopper).
+// 17-64 tokens (17-32 by default: CudaOptions::tile_gemm_max_tokens), BF16 tensor-core
+// precision (warpgroup MMA: sm_90a builds on Hopper).
 // tile_layout_supported: the weights the copy is made for (none elsewhere);
 // tile_layout_bytes: its size (rows padded to tiles of 128);
 // repack_tile_layout writes it (dst: tile_layout_bytes, 16-byte aligned). launch_tile_gemm
@@ -120,7 +121,10 @@ void launch_small_gemm(const ops::WeightView* const* w, float* const* y, const i
 bool tile_layout_supported(const ops::WeightView& w);
 uint64_t tile_layout_bytes(int64_t n_out, int64_t n_in);
 void repack_tile_layout(const ops::WeightView& w, uint8_t* dst, cudaStream_t s);
-bool tile_gemm_covers(const ops::WeightView& w, int64_t n_tokens);
+// tile_gemm_covers: w has a copy the kernel reads and 17 <= n_tokens <= max_tokens
+// (MatmulEnv::tile_max_tokens, at most kTileGemmMaxTokens).
+constexpr int kTileGemmMaxTokens = 64;
+bool tile_gemm_covers(const ops::WeightView& w, int64_t n_tokens, int max_tokens);
 void launch_tile_gemm(const ops::WeightView* const* w, float* const* y, const int64_t* y_stride, int n,
                       const __nv_bfloat16* xb, int64_t n_tokens, cudaStream_t s);
 

@@ -442,17 +442,9 @@ void repack_tile_layout(const ops::WeightView& w, uint8_t* dst, cudaStream_t s) 
     HF2Q_CUDA_LAUNCH_CHECK();
 }
 
-// The most tokens the tile GEMM takes (17 .. 64): 64 by default; 32 for the A/B of the
-// copies at 17-32 tokens only (session 60, H100: the attention's and the dense MLP's
-// copies together gained 2.9 % at 32 sequences and lost 1 % at 64).
-#ifndef HF2Q_TILE_MAX_TOKENS
-#define HF2Q_TILE_MAX_TOKENS 64
-#endif
-static_assert(HF2Q_TILE_MAX_TOKENS >= 17 && HF2Q_TILE_MAX_TOKENS <= 64);
-
-bool tile_gemm_covers(const ops::WeightView& w, int64_t n_tokens) {
-    return n_tokens >= 17 && n_tokens <= HF2Q_TILE_MAX_TOKENS && w.tile_layout != nullptr && aligned16(w.tile_layout) &&
-           tile_layout_supported(w);
+bool tile_gemm_covers(const ops::WeightView& w, int64_t n_tokens, int max_tokens) {
+    return n_tokens >= 17 && n_tokens <= std::min(max_tokens, kTileGemmMaxTokens) && w.tile_layout != nullptr &&
+           aligned16(w.tile_layout) && tile_layout_supported(w);
 }
 
 void launch_tile_gemm(const ops::WeightView* const* w, float* const* y, const int64_t* y_stride, int n,
@@ -468,7 +460,7 @@ void launch_tile_gemm(const ops::WeightView* const* w, float* const* y, const in
     int64_t blocks = 0;
     for (int i = 0; i < n; ++i) {
         const ops::WeightView& wi = *w[i];
-        HF2Q_ASSERT(wi.n_in == n_in && tile_gemm_covers(wi, n_tokens));
+        HF2Q_ASSERT(wi.n_in == n_in && tile_gemm_covers(wi, n_tokens, kTileGemmMaxTokens));
         TileProduct& q = p.p[i];
         q.w = static_cast<const uint8_t*>(wi.tile_layout);
         q.y = y[i];

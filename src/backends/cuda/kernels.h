@@ -30,6 +30,7 @@ struct MatmulEnv {
     cublasHandle_t cublas = nullptr;
     MatmulPrecision precision = MatmulPrecision::bf16;
     const MatmulFork* fork = nullptr;
+    int tile_max_tokens = 0;  // CudaOptions::tile_gemm_max_tokens
 };
 
 // Grows the BF16 activation buffer of the workspace to at least `elems` values

@@ -3,6 +3,8 @@
 //   n_tokens <= kGemvTokens (decode, small batches): every weight byte read once per
 //     8 tokens; gemv_q8.cu (8-bit activations, integer dot products) for the common
 //     block formats in the default precision, else gemv.cu (f32 arithmetic).
+//   17-32 tokens (CudaOptions::tile_gemm_max_tokens), Q4_K weights with a tile copy,
+//     every product of the launch (tile_gemm_covers): gemm_tile.cu, 0.625 bytes a value on warpgroup MMAs.
 //   17-64 tokens, Q4_K rows or Q6_K planes, BF16 precision (small_gemm_covers):
 //     gemm_small.cu, the block formats read directly and decoded into the tensor
 //     cores' operands, split-K over one wave. A first attempt at this (session 21: a
@@ -161,7 +163,7 @@ const __nv_bfloat16* gemm_tokens(const float* x, int64_t x_stride, const void* x
 // sequences).
 bool tile_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
     for (int i = 0; i < p.n; ++i)
-        if (!tile_gemm_covers(p.w[i], p.n_tokens)) return false;
+        if (!tile_gemm_covers(p.w[i], p.n_tokens, env.tile_max_tokens)) return false;
     const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, p.w[0].n_in, env, s);
     const ops::WeightView* w[ops::MultiMatmulParams::kMax];
     for (int i = 0; i < p.n; ++i) w[i] = &p.w[i];
@@ -237,7 +239,7 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
         return;
     }
     ensure_activations(env, p.n_tokens * p.w.n_in);
-    if (tile_gemm_covers(p.w, p.n_tokens)) {
+    if (tile_gemm_covers(p.w, p.n_tokens, env.tile_max_tokens)) {
         const ops::WeightView* w = &p.w;
         const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, p.w.n_in, env, s);
         launch_tile_gemm(&w, &p.y, &p.y_stride, 1, xb, p.n_tokens, s);
