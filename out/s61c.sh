@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 61, after 2fc5afa (the tile copies on by default, read at 17-32 tokens): d (out/bin61c, that commit's
+# hf2q and GPU tests, packed by out/bundle.sh from a Release CUDA build) against m (out/bin61, 7da271f: no copies).
+# The tile and matmul tests (the new DefaultBackendStopsAt32Tokens), test_model, test_synth_engine and
+# test_generation beside the synth; memcheck of the tile tests; then the int8 rows at 17, 24, 32 and 64 sequences
+# and f16 at 32, m and d alternating.
+#   run(carry=["out/bin61", "out/bin61c"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s61c.sh
+cd "$(dirname "$0")/.."
+source out/device_lib.sh
+L=${LIMIT:-420}
+V=build-v
+unbundle out/bin61/bundle61.tar.xz m
+unbundle out/bin61c/bundle61c.tar.xz d  # its test binaries replace bundle61's
+synth_g26 /tmp/bund/hf2q_d &
+t ops 150 /tmp/bund/test_cuda_ops --gtest_filter='*TileGemm*:*Matmul*:*SmallGemm*'
+t model 60 /tmp/bund/test_model
+wait
+el tests
+{ row() { b $V/$1 -p '' -n 32 -b $3 -d 1024 -r 2 -ub 4096 --cache-type $2; }
+  for n in 32 17 24 64; do for v in m d; do before $((L - 60)) && row $v int8 $n; done; done
+  for v in m d; do before $((L - 50)) && row $v f16 32; done
+  for v in m d; do before $((L - 40)) && row $v int8 32; done
+} 2>&1 | tee $OUT/bench.txt
+el bench
+before $((L - 35)) && t synth 30 /tmp/bund/test_synth_engine
+before $((L - 25)) && sanitize $((L - 20)) 20 /tmp/bund/test_cuda_ops '*TileGemm.SmallShapes:*TileGemm.DefaultBackend*'
+el done
