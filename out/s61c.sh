@@ -22,6 +22,10 @@ el tests
   for v in m d; do before $((L - 40)) && row $v int8 32; done
 } 2>&1 | tee $OUT/bench.txt
 el bench
+for v in m d; do  # what the copies take (bench's load line)
+  before $((L - 45)) && echo "$v: $(timeout 40 $V/$v/bin/hf2q bench -m /tmp/g26.gguf --backend cuda -p '' -n 1 -b 17 -r 1 \
+    2>&1 | grep -o 'weight copies [^(]*' | head -1)"
+done
 before $((L - 35)) && t synth 30 /tmp/bund/test_synth_engine
 before $((L - 25)) && sanitize $((L - 20)) 20 /tmp/bund/test_cuda_ops '*TileGemm.SmallShapes:*TileGemm.DefaultBackend*'
 el done
