@@ -81,6 +81,9 @@ constexpr int64_t kMoeDownPreparedTokens = 64;
 class CudaBackend final : public ops::Backend {
 public:
     explicit CudaBackend(const CudaOptions& o) {
+        if (o.tile_gemm_max_tokens > kTileGemmMaxTokens)
+            fail("CudaOptions::tile_gemm_max_tokens is ", o.tile_gemm_max_tokens, "; the tile GEMM takes at most ",
+                 kTileGemmMaxTokens, " tokens");
         int n = device_count();
         if (n == 0) fail("no CUDA device is available (check the driver and CUDA_VISIBLE_DEVICES)");
         if (o.device < 0 || o.device >= n) fail("CUDA device ", o.device, " does not exist (", n, " found)");
@@ -106,9 +109,6 @@ public:
         env_.ws = &ws_;
         env_.cublas = cublas_;
         env_.precision = o.precision;
-        if (o.tile_gemm_max_tokens > kTileGemmMaxTokens)
-            throw Error("CudaOptions::tile_gemm_max_tokens is " + std::to_string(o.tile_gemm_max_tokens) +
-                        "; the tile GEMM takes at most " + std::to_string(kTileGemmMaxTokens) + " tokens");
         env_.tile_max_tokens = o.tile_gemm_max_tokens;
         arrived_ = alloc_array<unsigned>(1);
         argmax_ws_.arrived = alloc_array<unsigned>(kArgmaxRows);
