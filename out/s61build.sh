@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# s61build.sh BUILD_DIR: the binaries out/s61a.sh carries, built on the CPU machine (sm_90a) from this tree in
+# s61build.sh BUILD_DIR: the binaries out/s61b.sh carries, built on the CPU machine (sm_90a) from this tree in
 # BUILD_DIR (a Release CUDA build directory, configured if new) by flipping switch defaults in place, packed by
 # out/bundle.sh into out/bin61/bundle61.tar.xz:
 #   m    the tree's defaults (since session 61: the tile copies of both kinds, HF2Q_TILE_COPY 3, read at 17-32 tokens)
