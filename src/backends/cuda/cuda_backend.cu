@@ -337,7 +337,8 @@ public:
     }
 
     // Q4_K dense weights: the tile copy (gemm_tile.cu) batched decode's products of
-    // 17-32 tokens (CudaOptions::tile_gemm_max_tokens) read, 0.625 bytes a value. Only where it leaves kDecodeLayoutHeadroom.
+    // 17-32 tokens (CudaOptions::tile_gemm_max_tokens) read, 0.625 bytes a value. Only
+    // where it leaves kDecodeLayoutHeadroom.
     const void* tile_layout(const ops::WeightView& w) override {
         const uint64_t bytes = tile_layout_bytes(w);
         if (bytes == 0 || !copy_fits(bytes)) return nullptr;

@@ -4,7 +4,8 @@
 //     8 tokens; gemv_q8.cu (8-bit activations, integer dot products) for the common
 //     block formats in the default precision, else gemv.cu (f32 arithmetic).
 //   17-32 tokens (CudaOptions::tile_gemm_max_tokens), Q4_K weights with a tile copy,
-//     every product of the launch (tile_gemm_covers): gemm_tile.cu, 0.625 bytes a value on warpgroup MMAs.
+//     every product of the launch (tile_gemm_covers): gemm_tile.cu, 0.625 bytes a
+//     value, on warpgroup MMAs (session 61: at 64 tokens cuBLAS is as fast).
 //   17-64 tokens, Q4_K rows or Q6_K planes, BF16 precision (small_gemm_covers):
 //     gemm_small.cu, the block formats read directly and decoded into the tensor
 //     cores' operands, split-K over one wave. A first attempt at this (session 21: a
