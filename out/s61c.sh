@@ -5,6 +5,9 @@
 # test_generation beside the synth; memcheck of the tile tests; then the int8 rows at 17, 24, 32 and 64 sequences
 # and f16 at 32, m and d alternating.
 #   run(carry=["out/bin61", "out/bin61c"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s61c.sh
+# out/bin61c from a Release CUDA build B of main (ninja -C B hf2q test_cuda_ops test_model test_synth_engine
+# test_generation): d=$(mktemp -d); for b in hf2q test_cuda_ops test_model test_synth_engine test_generation; do
+#   cp B/bin/$b $d/${b/hf2q/hf2q_d}; done; bash out/bundle.sh out/bin61c/bundle61c.tar.xz $d/*
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 L=${LIMIT:-420}
