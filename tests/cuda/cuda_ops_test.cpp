@@ -2185,8 +2185,10 @@ TEST_F(CudaOps, DenseBatchMatmulMatchesBf16Reference) {
     }
 }
 
-// Batched decode's dense products from the block formats (gemm_small.cu): Q4_K rows
-// and Q6_K planes (decode_layout) at 17-64 tokens. The reference is the CPU product
+// Batched decode's dense products of 17-64 tokens on Q4_K rows and Q6_K planes
+// (decode_layout), which cuBLAS multiplies after expanding them to BF16 (session 42's
+// block-format kernel, gemm_small.cu, ran these until session 61 removed it; the tile
+// GEMM's tests below derive from this fixture). The reference is the CPU product
 // of the BF16-rounded activations and weights (each dequantized value rounded once,
 // exactly as the kernel and the BF16 copies decode it), so the two differ only in the
 // order of the f32 sums. Per value the bound is 5e-5 of Σ|x|·|w| over the row (f32
@@ -2365,8 +2367,8 @@ protected:
 
 // Row counts around the 128-row tiles (1, 100, 128, 130, 1000, 4168), K of one block,
 // two and the model's hidden size (2816), token counts at both tile sizes' edges
-// (17, 32, 33, 64), padded input and output strides, with and without x_bf16. A
-// Q5_0 weight of 2112 values (not whole 256-value blocks) takes the cuBLAS path.
+// (17, 32, 33, 64), padded input and output strides, with and without x_bf16, and a
+// Q5_0 weight of 2112 values (not whole 256-value blocks).
 TEST_F(CudaSmallGemm, SmallBatchMatmulMatchesBf16Reference) {
     struct Shape {
         GgmlType type;
@@ -2384,9 +2386,8 @@ TEST_F(CudaSmallGemm, SmallBatchMatmulMatchesBf16Reference) {
     }
 }
 
-// A long row in one or two tiles: 32 splits a tile (the most), so the reduction of
-// many partial tiles in split order, and its counters reset for the next launch (the
-// second run and another product in between give the same bits).
+// Long rows (K = 16,384, written for gemm_small.cu's 32 splits a tile): the same
+// bits on a second run.
 TEST_F(CudaSmallGemm, SmallBatchMatmulManySplits) {
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
         for (int64_t N : {100, 130}) {
@@ -2395,10 +2396,9 @@ TEST_F(CudaSmallGemm, SmallBatchMatmulManySplits) {
         }
 }
 
-// matmul_multi: every product covered (one launch; Q4_K twice with different rows
-// and a Q6_K planes weight: one launch a type) and one that is not (Q6_K without
-// planes: cuBLAS beside the kernel). Each output, bit for bit, what the product gives
-// alone, whatever its output stride.
+// matmul_multi of two Q4_K products and a Q6_K one, with and without its planes
+// (decode_layout): each output, bit for bit, what the product gives alone, whatever its
+// output stride.
 TEST_F(CudaSmallGemm, SmallBatchMatmulMultiEqualsSeparateProducts) {
     const int64_t K = 2816;
     const Weight a = weight(GgmlType::Q4_K, 4096, K), b = weight(GgmlType::Q4_K, 1000, K);
@@ -2414,13 +2414,13 @@ TEST_F(CudaSmallGemm, SmallBatchMatmulMultiEqualsSeparateProducts) {
                                                  (third == &c_plain ? " third without planes" : ""));
 }
 
-// Cheap enough for compute-sanitizer (memcheck, racecheck, initcheck): one tile of
-// each type, a partial tile, one split and several, a matmul_multi.
+// Cheap enough for compute-sanitizer (memcheck, racecheck, initcheck): each type, a
+// partial 128-row tile, a long row, a matmul_multi.
 TEST_F(CudaSmallGemm, SmallBatchMatmulSmallShapes) {
     const Weight a = weight(GgmlType::Q4_K, 130, 512), b = weight(GgmlType::Q6_K, 40, 1024);
     check_shape(a, 17, "Q4_K");
     check_shape(b, 33, "Q6_K");
-    const Weight l = weight(GgmlType::Q4_K, 3, 4096);  // 8 splits of 8 chunks
+    const Weight l = weight(GgmlType::Q4_K, 3, 4096);
     check_shape(l, 64, "Q4_K split");
     expect_pair_equals_separate(a.w, weight(GgmlType::Q4_K, 7, 512).w);
 }
@@ -3128,7 +3128,7 @@ TEST_F(CudaOps, DISABLED_MatmulThroughput) {
         w32.data = gpu32->alloc(wq.size());
         gpu32->upload(const_cast<void*>(w32.data), wq.data(), wq.size());
         // The BF16 copy as a weight of its own: cuBLAS as the copy path runs it, beside
-        // the block formats' path (gemm_small.cu where HF2Q_SMALL_GEMM is on) at 17-64.
+        // the block formats' path (cuBLAS on the rows expanded per call) at 17-64.
         const ops::WeightView copy{GgmlType::BF16, sh.n_in, sh.n_out, 2 * static_cast<uint64_t>(sh.n_in),
                                    w.batch_layout};
         ops::WeightView tiled = w;  // the tile copy (Q4_K), which the model makes with HF2Q_TILE_COPY

@@ -38,11 +38,6 @@ constexpr size_t kGemmF32Elems = size_t{32} << 20;
 constexpr size_t kQ8Bytes = size_t{16} << 20;
 // Split-KV partial results of the attention: 16 Mi floats (64 MiB).
 constexpr size_t kAttentionFloats = size_t{16} << 20;
-// Partial tiles of the small GEMM's split-K blocks (gemm_small.cu): 8 Mi floats (32
-// MiB) hold a matmul_multi of three products of one wave each (2 × 132 SMs of 32 KB
-// tiles, 64 tokens) side by side; its arrival counters, one a row tile of a split product.
-constexpr size_t kSmallGemmSplitFloats = size_t{8} << 20;
-constexpr size_t kSmallGemmArrivals = 4096;
 
 class CudaGraph final : public ops::Graph {
 public:
@@ -100,12 +95,6 @@ public:
         ws_.ptrs = static_cast<void**>(alloc(3 * kMaxGroup * sizeof(void*)));
         ws_.q8 = static_cast<int8_t*>(alloc(kQ8Bytes));
         ws_.q8_bytes = kQ8Bytes;
-        if (HF2Q_SMALL_GEMM) {
-            ws_.split = alloc_array<float>(kSmallGemmSplitFloats);
-            ws_.split_floats = kSmallGemmSplitFloats;
-            ws_.arrivals = alloc_array<unsigned>(kSmallGemmArrivals);  // zeroed by alloc
-            ws_.n_arrivals = kSmallGemmArrivals;
-        }
         env_.ws = &ws_;
         env_.cublas = cublas_;
         env_.precision = o.precision;

@@ -26,10 +26,6 @@ struct GemmWorkspace {
     bool no_grouped_gemm = false;  // cuBLAS refused the grouped BF16 → f32 call once
     int8_t* q8 = nullptr;         // activations quantized to 8 bits for the integer GEMV
     size_t q8_bytes = 0;
-    float* split = nullptr;       // partial f32 tiles of the small GEMM's split-K blocks (gemm_small.cu)
-    size_t split_floats = 0;
-    unsigned* arrivals = nullptr;  // its per-tile arrival counters, zero between launches
-    size_t n_arrivals = 0;
 };
 
 // Largest number of experts one grouped GEMM launch covers.
@@ -84,30 +80,6 @@ bool gemm_grouped_tiles(const ops::MoeMatmulParams& p, const ExpertLoad* load, G
 // All of w's rows expanded to BF16 into out (n_out × n_in values): the batch layout
 // (ops::Backend::batch_layout) that gemm_bf16 then multiplies without expanding.
 void expand_to_bf16(const ops::WeightView& w, __nv_bfloat16* out, cudaStream_t s);
-
-// 1: batched decode's dense products of 17-64 tokens on Q4_K rows and Q6_K planes run
-// gemm_small.cu's kernel instead of cuBLAS on the BF16 copies (matmul.cu), and the
-// backend allocates its split workspace. 0 (default): measured slower. H100, 26B-A4B
-// Q4_K_M, 64 sequences at 1,024: 4,282 -> 3,804 tokens/s (-11 %; docs/performance.md,
-// session 42, with the layers' Q6_K matrices in planes too). Alone against cuBLAS on
-// each product's BF16 copy it loses too (session 43, H100: q at 64 tokens 26.3 against
-// 14.7 us): latency-bound, about 5 warps an SM and DRAM 8 % busy, so a next attempt needs
-// several times the warps an SM, not cheaper decoding.
-#ifndef HF2Q_SMALL_GEMM
-#define HF2Q_SMALL_GEMM 0
-#endif
-
-// Batched decode's dense products read from the block formats (gemm_small.cu): 17-64
-// tokens, Q4_K rows as stored or Q6_K rows in planes (w.decode_layout), n_in a
-// multiple of 256, BF16 tensor-core precision. small_gemm_shape_ok: the weight and
-// token count it covers (the workspace aside). launch_small_gemm runs products 0 ..
-// n - 1 of p (all covered, one weight type, the activations' BF16 rows in xb: rows of
-// n_in values, 16-byte aligned) in one launch where the workspace holds all their
-// split tiles, else one launch each; each product's split is a function of its own
-// shape, so every product gives the bits it gives alone.
-bool small_gemm_shape_ok(const ops::WeightView& w, int64_t n_tokens);
-void launch_small_gemm(const ops::WeightView* const* w, float* const* y, const int64_t* y_stride, int n,
-                       const __nv_bfloat16* xb, int64_t n_tokens, GemmWorkspace& ws, cudaStream_t s);
 
 // Batched decode's dense products from the tile copy of Q4_K weights (gemm_tile.cu):
 // 17-64 tokens (17-32 by default: CudaOptions::tile_gemm_max_tokens), BF16 tensor-core

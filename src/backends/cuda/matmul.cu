@@ -6,13 +6,10 @@
 //   17-32 tokens (CudaOptions::tile_gemm_max_tokens), Q4_K weights with a tile copy,
 //     every product of the launch (tile_gemm_covers): gemm_tile.cu, 0.625 bytes a
 //     value, on warpgroup MMAs (session 61: at 64 tokens cuBLAS is as fast).
-//   17-64 tokens, Q4_K rows or Q6_K planes, BF16 precision (small_gemm_covers):
-//     gemm_small.cu, the block formats read directly and decoded into the tensor
-//     cores' operands, split-K over one wave. A first attempt at this (session 21: a
-//     split-K tile kernel on the register decoders, 17-128 tokens) was measured slower
-//     than cuBLAS on the BF16 copies because its blocks kept too few bytes in flight;
-//     this one keeps them in flight and still loses (session 42: off by default,
-//     HF2Q_SMALL_GEMM in gemm.h).
+//     Two kernels before it that read the block formats lost to cuBLAS on the BF16
+//     copies: session 21's split-K tile kernel on the register decoders (too few bytes
+//     in flight) and session 42's gemm_small.cu (latency-bound at about 5 warps an SM;
+//     off until session 61 removed it, docs/performance.md).
 //   larger batches and the other types: gemm.cu, weight tiles expanded to BF16 (or
 //     read from the BF16 batch copy) and multiplied on the tensor cores by cuBLAS (or
 //     expanded to f32 and SGEMM in the reference precision).
@@ -147,9 +144,9 @@ int64_t joint_rows(const ops::MultiMatmulParams& p) {
     return ops::back_to_back_batch_layouts(w, p.n) && p.y_stride[0] >= rows && rows <= 2147483647 ? rows : 0;
 }
 
-// The tokens' BF16 rows for the block-format GEMMs (gemm_tile.cu, gemm_small.cu): the
-// producer's (x_bf16, usable_bf16_rows) where given, else x converted into ws.x (the
-// same values; ensure_activations first).
+// The tokens' BF16 rows for the tile GEMM (gemm_tile.cu): the producer's (x_bf16,
+// usable_bf16_rows) where given, else x converted into ws.x (the same values;
+// ensure_activations first).
 const __nv_bfloat16* gemm_tokens(const float* x, int64_t x_stride, const void* x_bf16, int64_t n_tokens, int64_t n_in,
                                  MatmulEnv& env, cudaStream_t s) {
     if (x_bf16 != nullptr) return static_cast<const __nv_bfloat16*>(x_bf16);
@@ -172,44 +169,6 @@ bool tile_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream
     return true;
 }
 
-#if HF2Q_SMALL_GEMM
-// Whether gemm_small.cu computes x · wᵀ for n_tokens tokens in this environment.
-bool small_gemm_covers(const ops::WeightView& w, int64_t n_tokens, const MatmulEnv& env) {
-    return env.precision == MatmulPrecision::bf16 && env.ws->split != nullptr && env.ws->arrivals != nullptr &&
-           small_gemm_shape_ok(w, n_tokens);
-}
-
-// p's products that the small GEMM covers, in one launch a weight type; the others
-// as separate BF16 GEMMs (gemm_bf16, as launch_matmul runs them), so every product
-// gives the bits it gives alone. False (nothing issued) where none is covered.
-bool small_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream_t s) {
-    bool covered[ops::MultiMatmulParams::kMax], any = false;
-    for (int i = 0; i < p.n; ++i) any = (covered[i] = small_gemm_covers(p.w[i], p.n_tokens, env)) || any;
-    if (!any) return false;
-    const int64_t n_in = p.w[0].n_in;
-    const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, n_in, env, s);
-    bool converted = xb == env.ws->x;
-    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-        const ops::WeightView* w[ops::MultiMatmulParams::kMax];
-        float* y[ops::MultiMatmulParams::kMax];
-        int64_t ys[ops::MultiMatmulParams::kMax];
-        int n = 0;
-        for (int i = 0; i < p.n; ++i)
-            if (covered[i] && p.w[i].type == type) {
-                w[n] = &p.w[i];
-                y[n] = p.y[i];
-                ys[n++] = p.y_stride[i];
-            }
-        if (n > 0) launch_small_gemm(w, y, ys, n, xb, p.n_tokens, *env.ws, s);
-    }
-    for (int i = 0; i < p.n; ++i) {
-        if (covered[i]) continue;
-        gemm_bf16(product(p, i), *env.ws, env.cublas, s, converted);
-        converted = converted || p.x_bf16 == nullptr;  // the first such call converted x into ws.x
-    }
-    return true;
-}
-#endif
 
 }  // namespace
 
@@ -246,14 +205,6 @@ void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
         launch_tile_gemm(&w, &p.y, &p.y_stride, 1, xb, p.n_tokens, s);
         return;
     }
-#if HF2Q_SMALL_GEMM
-    if (small_gemm_covers(p.w, p.n_tokens, env)) {
-        const ops::WeightView* w = &p.w;
-        const __nv_bfloat16* xb = gemm_tokens(p.x, p.x_stride, p.x_bf16, p.n_tokens, p.w.n_in, env, s);
-        launch_small_gemm(&w, &p.y, &p.y_stride, 1, xb, p.n_tokens, *env.ws, s);
-        return;
-    }
-#endif
     gemm_bf16(p, *env.ws, env.cublas, s);
 }
 
@@ -285,9 +236,6 @@ void launch_matmul_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaSt
         // 4,420 / 4,421 -> 4,523 / 4,486 tokens/s.
         ensure_activations(env, p.n_tokens * p.w[0].n_in);
         if (tile_gemm_multi(p, env, s)) return;
-#if HF2Q_SMALL_GEMM
-        if (small_gemm_multi(p, env, s)) return;
-#endif
         if (const int64_t rows = joint_rows(p); rows > 0) {
             ops::MatmulParams m = product(p, 0);
             m.w.n_out = rows;
