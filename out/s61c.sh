@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 61, after 2fc5afa and a612a4c (the tile copies on by default, read at 17-32 tokens): d (out/bin61c, that commit's
-# hf2q and GPU tests, packed by out/bundle.sh from a Release CUDA build) against m (out/bin61, 7da271f: no copies).
-# The tile and matmul tests (the new DefaultBackendStopsAt32Tokens), test_model, test_synth_engine and
-# test_generation beside the synth; memcheck of the tile tests; then the int8 rows at 17, 24, 32 and 64 sequences
-# and f16 at 32, m and d alternating.
+# Session 61, after 2fc5afa and a612a4c (the tile copies on by default, read at 17-32 tokens): d (out/bin61c, that
+# commit's hf2q and GPU tests, packed by out/bundle.sh from a Release CUDA build) against m (out/bin61, 7da271f: no
+# copies). The tile and matmul tests (the new DefaultBackendStopsAt32Tokens), test_model, test_synth_engine and
+# test_generation beside the synth; memcheck of the tile tests; then the int8 rows at 17, 24, 32 and 64 sequences and
+# f16 at 32, m and d alternating.
 #   run(carry=["out/bin61", "out/bin61c"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s61c.sh
 # out/bin61c from a Release CUDA build B of main (ninja -C B hf2q test_cuda_ops test_model test_synth_engine
 # test_generation): d=$(mktemp -d); for b in hf2q test_cuda_ops test_model test_synth_engine test_generation; do

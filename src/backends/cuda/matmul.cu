@@ -169,7 +169,6 @@ bool tile_gemm_multi(const ops::MultiMatmulParams& p, MatmulEnv& env, cudaStream
     return true;
 }
 
-
 }  // namespace
 
 void launch_matmul(const ops::MatmulParams& p, MatmulEnv& env, cudaStream_t s) {
