@@ -2505,9 +2505,13 @@ TEST_F(CudaTileGemm, MultiEqualsSeparateProducts) {
 // types, and zeros past the last row (padded rows multiply to nothing).
 TEST_F(CudaTileGemm, LayoutSizeAndPadding) {
     const Weight w = tile_weight(20, 512);
-    const uint64_t bytes = 8 * (512 / 32) * 320;  // 128 rows: 8 groups of 16 units of 320 bytes
+    // Rows padded to whole tiles (the kernel's block rows: 128 at 8 warps, 256 at 16),
+    // groups of 16 units of 320 bytes.
+    const uint64_t group_bytes = (512 / 32) * 320, bytes = gpu->tile_layout_bytes(w.w);
+    ASSERT_GE(bytes, 8 * group_bytes);
+    ASSERT_EQ(bytes % (8 * group_bytes), 0u);
     const auto copy = host(static_cast<const uint8_t*>(w.w.tile_layout), bytes);
-    // Groups 2 .. 7 (rows 32 .. 127) are padding.
+    // Groups 2 and later (rows 32 ..) are padding.
     const size_t pad0 = static_cast<size_t>(2 * (512 / 32) * 320);
     EXPECT_TRUE(std::all_of(copy.begin() + static_cast<std::ptrdiff_t>(pad0), copy.end(), [](uint8_t v) { return v == 0; }));
     // Group 1 holds rows 16 .. 19 only: the scale pairs of rows 20 .. 23 (bytes 0-3 at

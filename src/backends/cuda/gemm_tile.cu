@@ -170,8 +170,8 @@ struct Stager {
     static constexpr int kGroupPieces = 2 * kUnitBytes / 16;  // 40
     static constexpr int kWeightPieces = (kRows / kGroupRows) * kGroupPieces;
     static constexpr int kW = (kWeightPieces + kThreads - 1) / kThreads;
-    static constexpr int kT = kTok * (2 * kChunk / 16) / kThreads;
-    static_assert(kTok * (2 * kChunk / 16) % kThreads == 0);
+    static constexpr int kTokenPieces = kTok * (2 * kChunk / 16);
+    static constexpr int kT = (kTokenPieces + kThreads - 1) / kThreads;
     const uint8_t* w_src[kW];
     int w_dst[kW];
     const uint8_t* t_src[kT];
@@ -192,7 +192,7 @@ struct Stager {
             const int i = tid + k * kThreads, tok = i >> 3, piece = i & 7;
             const bool in = tok < p.n_tokens;
             t_src[k] = reinterpret_cast<const uint8_t*>(p.x + static_cast<int64_t>(in ? tok : 0) * p.n_in + 8 * piece);
-            t_dst[k] = tok * (2 * kChunk) + ((piece ^ (tok & 7)) << 4);
+            t_dst[k] = i < kTokenPieces ? tok * (2 * kChunk) + ((piece ^ (tok & 7)) << 4) : -1;
             t_bytes[k] = in ? 16 : 0;
         }
     }
@@ -204,7 +204,8 @@ struct Stager {
     __device__ __forceinline__ void tokens(int kc, uint8_t* dst) const {
 #pragma unroll
         for (int k = 0; k < kT; ++k)
-            cp_async16(dst + t_dst[k], t_src[k] + static_cast<int64_t>(kc) * (2 * kChunk), t_bytes[k]);
+            if (t_dst[k] >= 0)
+                cp_async16(dst + t_dst[k], t_src[k] + static_cast<int64_t>(kc) * (2 * kChunk), t_bytes[k]);
     }
 };
 
