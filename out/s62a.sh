@@ -4,12 +4,15 @@
 # sequences) and the tile GEMM at 64 tokens again with 16-warp blocks (w; x: 8 warps; w32: 16 warps at main's
 # 17-32): the tokens' chunk is half a block's bytes at 64 tokens with 128-row blocks, so 256-row blocks read half
 # the bytes a row. Binaries: `bash out/s62build.sh DIR` (out/bin62/bundle62.tar.xz).
-#   run(carry=["out/bin62"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s62a.sh
+# On an H200 with out/bin61 carried too, then session 61's n (Q5_0's lane copy off) and f (the i8 score fold on)
+# against m at 64 sequences (neither has run on an H200; both built at 7da271f without tile copies, as m).
+#   run(carry=["out/bin62"(, "out/bin61")]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s62a.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 L=${LIMIT:-520}
 V=build-v
-echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+echo "card: $card"
 unbundle out/bin62/bundle62.tar.xz d m x w w32
 synth_g26 /tmp/bund/hf2q_d &
 t ops 150 /tmp/bund/test_cuda_ops --gtest_filter='*TileGemm*:*Matmul*:*SmallGemm*'
@@ -39,3 +42,11 @@ before $((L - 45)) && t synth 30 /tmp/bund/test_synth_engine
 before $((L - 35)) && t generation 30 /tmp/bund/test_generation
 before $((L - 25)) && sanitize $((L - 20)) 20 /tmp/bund/test_cuda_ops '*TileGemm.SmallShapes:*TileGemm.DefaultBackend*'
 el done
+case "$card" in *H200*)
+  [ -f out/bin61/bundle61.tar.xz ] || exit 0
+  mkdir -p /tmp/b61 && xz -dc out/bin61/bundle61.tar.xz | tar xf - -C /tmp/b61 ./hf2q_n ./hf2q_f
+  for v in n f; do mkdir -p $V/$v/bin && cp /tmp/b61/hf2q_$v $V/$v/bin/hf2q && chmod +x $V/$v/bin/hf2q; done
+  { for i in 1 2; do for v in m n f; do before $((L - 15)) && row $v int8 64; done; done
+  } 2>&1 | tee $OUT/bench_h200.txt
+  el h200 ;;
+esac
