@@ -47,16 +47,6 @@ namespace {
 constexpr int kWarps = HF2Q_TILE_WARPS;
 static_assert(kWarps % 4 == 0 && kWarps <= 16);
 constexpr int kThreads = 32 * kWarps;
-// 1: one more warp a block copies the chunks into the ring and the compute warps wait
-// on mbarriers, a full and an empty one a slot, in place of the block barrier and
-// their own copies each chunk (session 62: ncu on the 64-token kernel found about 265
-// instructions a warp a chunk at 5.8 cycles each, the block barrier, the proxy fence
-// and the copies' waits among the largest stalls). 0: every warp copies its share.
-#ifndef HF2Q_TILE_PRODUCER
-#define HF2Q_TILE_PRODUCER 0
-#endif
-constexpr bool kProducer = HF2Q_TILE_PRODUCER != 0;
-constexpr int kProducerThreads = kThreads + 32;  // the producer form's block
 constexpr int kGroupRows = 16;
 constexpr int kRows = kWarps * kGroupRows;  // weight rows a block
 constexpr int kChunk = 64;                  // K values a ring slot holds: two units, four k16 steps
@@ -86,8 +76,7 @@ struct Smem {
     static constexpr int kSlotBytes = (kTokBytes + kWeightSlotBytes + 1023) / 1024 * 1024;
     static constexpr int kRing = kSlots * kSlotBytes;
     static constexpr int kPart = kTok * kPartStride * 4;
-    static constexpr int kBarriers = (kRing > kPart ? kRing : kPart);  // the producer form's mbarriers
-    static constexpr int kBytes = kBarriers + 2 * kSlots * 8 + 1024;     // + alignment slack
+    static constexpr int kBytes = (kRing > kPart ? kRing : kPart) + 1024;  // + alignment slack
     static_assert(kSlotBytes % 1024 == 0 && kBytes + 1024 <= 227 * 1024);
 };
 
@@ -268,34 +257,31 @@ __device__ __forceinline__ uint8_t* align1024(uint8_t* p) {
     return p + ((1024u - (smem_u32(p) & 1023u)) & 1023u);
 }
 
-// The block's product tile from the accumulators of its compute warps (holds: this
-// thread has some), stored where K is not split, else summed over the cluster's
-// partial tiles, which take the ring's place: block `split` sums rows
-// split·kRows/S .. + kRows/S − 1 of all, in split order, every split's value asked for
-// before the first sum. Every thread of the block calls it (the cluster barriers
-// count them all), after its last read of the ring.
+// The block's product tile from its accumulators, stored where K is not split, else
+// summed over the cluster's partial tiles, which take the ring's place: block `split`
+// sums rows split·kRows/S .. + kRows/S − 1 of all, in split order, every split's value
+// asked for before the first sum. Every thread of the block calls it (the cluster
+// barriers count them all), after its last read of the ring.
 template <int kTok>
-__device__ __forceinline__ void finish_tile(const float (&acc)[kTok / 2], bool holds, const TileParams& p,
-                                            const TileBlock& b, uint8_t* smem, int warp, int lane) {
+__device__ __forceinline__ void finish_tile(const float (&acc)[kTok / 2], const TileParams& p, const TileBlock& b,
+                                            uint8_t* smem, int warp, int lane) {
     const int row0 = b.tile * kRows;
     if (p.splits == 1) {
-        if (holds) {
-            for_each_acc<kTok>(acc, warp, lane, [&](int t, int r, float v) {
-                if (t < p.n_tokens && row0 + r < b.pr.n_out) b.pr.y[t * b.pr.ys + row0 + r] = v;
-            });
-        }
+        for_each_acc<kTok>(acc, warp, lane, [&](int t, int r, float v) {
+            if (t < p.n_tokens && row0 + r < b.pr.n_out) b.pr.y[t * b.pr.ys + row0 + r] = v;
+        });
         return;
     }
     __syncthreads();  // the ring is free: the partial tile takes its place
     float* part = reinterpret_cast<float*>(smem);
-    if (holds) for_each_acc<kTok>(acc, warp, lane, [&](int t, int r, float v) { part[t * kPartStride + r] = v; });
+    for_each_acc<kTok>(acc, warp, lane, [&](int t, int r, float v) { part[t * kPartStride + r] = v; });
     cluster_sync();
     const int rows_per = kRows / p.splits, quads = rows_per / 4;
     const uint32_t part_addr = smem_u32(part);
     uint32_t parts[kMaxCluster];
 #pragma unroll
     for (int k = 0; k < kMaxCluster; ++k) parts[k] = k < p.splits ? dsmem_addr(part_addr, k) : 0;
-    for (int i = static_cast<int>(threadIdx.x); i < p.n_tokens * quads; i += static_cast<int>(blockDim.x)) {
+    for (int i = static_cast<int>(threadIdx.x); i < p.n_tokens * quads; i += kThreads) {
         const int t = i / quads, r = b.split * rows_per + 4 * (i % quads);
         const uint32_t off = static_cast<uint32_t>(t * kPartStride + r) * 4;
         float4 v[kMaxCluster];
@@ -382,162 +368,7 @@ __global__ void __launch_bounds__(kThreads, 16 / kWarps) tile_gemm_kernel(const 
     wgmma_wait<0>();
     fence_operands(acc);
     cp_async_wait<0>();
-    finish_tile<kTok>(acc, true, p, b, smem, warp, lane);
-#else
-    (void)p;
-    __trap();
-#endif
-}
-
-// The producer form's mbarriers (HF2Q_TILE_PRODUCER): arrive (release), and wait for
-// the phase of the given parity to complete (acquire).
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-    asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(smem_u32(bar))
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-    uint32_t done;
-    do {
-        asm volatile(
-            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(smem_u32(bar)), "r"(parity)
-            : "memory");
-    } while (!done);
-}
-
-// The producer warp's copies of a chunk, lane by lane, their addresses worked out per
-// chunk (a few registers, where Stager keeps them all): each row group's 640 bytes (40
-// pieces: lanes 0-31, then 0-7), and the tokens' rows as Stager places them (token
-// lane / 8 + 4k, piece lane % 8, in the 128-byte swizzle; tokens past n_tokens zeros).
-template <int kTok>
-struct ProducerCopies {
-    const uint8_t* w;   // the row tile's first group, + 16·lane
-    uint64_t group;     // a group's bytes in the copy
-    const uint8_t* x;   // token lane / 8, piece lane % 8
-    const uint8_t* x0;  // token 0, the same piece (the source of the zeros' copies)
-    int64_t x4;         // four tokens' bytes
-    int tok0, piece, n_tokens, lane;
-
-    __device__ __forceinline__ ProducerCopies(const TileParams& p, const TileBlock& b, int lane_)
-        : lane(lane_) {
-        w = b.w + 16 * lane;
-        group = static_cast<uint64_t>(b.units) * kUnitBytes;
-        tok0 = lane >> 3;
-        piece = lane & 7;
-        n_tokens = p.n_tokens;
-        const uint8_t* xb = reinterpret_cast<const uint8_t*>(p.x) + 16 * piece;
-        x0 = xb;
-        x = tok0 < n_tokens ? xb + static_cast<int64_t>(tok0) * p.n_in * 2 : xb;
-        x4 = static_cast<int64_t>(4) * p.n_in * 2;
-    }
-    __device__ __forceinline__ void weights(int kc, uint8_t* dst) const {
-        const uint8_t* src = w + static_cast<int64_t>(kc) * (2 * kUnitBytes);
-        uint8_t* d = dst + 16 * lane;
-#pragma unroll
-        for (int g = 0; g < kRows / kGroupRows; ++g) {
-            cp_async16(d + g * 2 * kUnitBytes, src + g * group, 16);
-            if (lane < 8) cp_async16(d + g * 2 * kUnitBytes + 512, src + g * group + 512, 16);
-        }
-    }
-    __device__ __forceinline__ void tokens(int kc, uint8_t* dst) const {
-        const int64_t off = static_cast<int64_t>(kc) * (2 * kChunk);
-#pragma unroll
-        for (int k = 0; k < kTok / 4; ++k) {
-            const int tok = tok0 + 4 * k;
-            const bool in = tok < n_tokens;
-            const uint8_t* src = (in ? x + k * x4 : x0) + off;
-            cp_async16(dst + tok * (2 * kChunk) + ((piece ^ (tok & 7)) << 4), src, in ? 16 : 0);
-        }
-    }
-};
-
-// The producer form: warps 0 .. kWarps − 1 decode and multiply as tile_gemm_kernel's
-// do; warp kWarps copies. Slot j % kSlots takes chunk j once every compute warp has
-// arrived on its empty barrier (having retired the products that read chunk
-// j − kSlots); the producer arrives on its full barrier (each lane once its copies of
-// the chunk have landed and it has fenced them for the async proxy, as each thread of
-// tile_gemm_kernel does) kDepth − 1 chunks later, its copies in flight meanwhile.
-// kDepth ≤ kSlots − 1, else the producer would wait for a slot that the compute warps
-// free only after a chunk it has not yet released.
-template <int kTok>
-__global__ void __launch_bounds__(kProducerThreads, 16 / kWarps) tile_gemm_producer_kernel(const TileParams p) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using S = Smem<kTok>;
-    constexpr int kDepth = kAhead;
-    static_assert(kDepth >= 1 && kDepth <= kSlots - 1);
-    extern __shared__ __align__(16) uint8_t smem_raw[];
-    uint8_t* const smem = align1024(smem_raw);
-    const TileBlock b = tile_block(p);
-    const int nc = b.nc;
-    auto slot = [&](int j) { return smem + (j % kSlots) * S::kSlotBytes; };
-    uint64_t* const full = reinterpret_cast<uint64_t*>(smem + S::kBarriers);
-    uint64_t* const empty = full + kSlots;
-    const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-    if (threadIdx.x == 0) {
-        for (int j = 0; j < kSlots; ++j) {
-            mbar_init(full + j, 32);
-            mbar_init(empty + j, kWarps);
-        }
-    }
-    __syncthreads();
-    float acc[kTok / 2];
-#pragma unroll
-    for (int i = 0; i < kTok / 2; ++i) acc[i] = 0.0f;
-    if (warp == kWarps) {
-        const ProducerCopies<kTok> pc(p, b, lane);
-        // The first slots' weights before the wait (one group), then a group a chunk.
-        for (int j = 0; j < kSlots && j < nc; ++j) pc.weights(b.c0 + j, slot(j) + S::kTokBytes);
-        cp_async_commit();
-        pdl_begin();
-        for (int j = 0; j < nc; ++j) {
-            if (j >= kSlots) {
-                mbar_wait(empty + j % kSlots, static_cast<unsigned>(j / kSlots - 1) & 1u);
-                pc.weights(b.c0 + j, slot(j) + S::kTokBytes);
-            }
-            pc.tokens(b.c0 + j, slot(j));
-            cp_async_commit();
-            if (j >= kDepth - 1) {
-                cp_async_wait<kDepth - 1>();
-                fence_async_smem();
-                mbar_arrive(full + (j - kDepth + 1) % kSlots);
-            }
-        }
-        cp_async_wait<0>();
-        fence_async_smem();
-        for (int j = nc > kDepth - 1 ? nc - kDepth + 1 : 0; j < nc; ++j) mbar_arrive(full + j % kSlots);
-    } else {
-        pdl_begin();
-        // Chunk i as tile_gemm_kernel's, waiting on its full barrier in place of the
-        // block barrier; once wait<1> has retired chunk i − 1's products, its slot is
-        // this warp's no more.
-        auto chunk = [&](int i, uint32_t(&f)[4][4]) {
-            mbar_wait(full + i % kSlots, static_cast<unsigned>(i / kSlots) & 1u);
-            decode_chunk(slot(i) + S::kTokBytes, warp, lane, f);
-            wgmma_fence();
-#pragma unroll
-            for (int s = 0; s < 4; ++s) wgmma_step<kTok>(acc, f[s], smem_desc_sw128(slot(i) + 32 * s));
-            wgmma_commit();
-            wgmma_wait<1>();
-            if (i > 0) {
-                __syncwarp();
-                if (lane == 0) mbar_arrive(empty + (i - 1) % kSlots);
-            }
-        };
-        uint32_t f0[4][4], f1[4][4];
-        int c = 0;
-        for (; c + 1 < nc; c += 2) {
-            chunk(c, f0);
-            chunk(c + 1, f1);
-        }
-        if (c < nc) chunk(c, f0);
-        wgmma_wait<0>();
-        fence_operands(acc);
-    }
-    finish_tile<kTok>(acc, warp < kWarps, p, b, smem, warp, lane);
+    finish_tile<kTok>(acc, p, b, smem, warp, lane);
 #else
     (void)p;
     __trap();
@@ -608,10 +439,8 @@ int splits_for(int64_t n_in) {
 template <int kTok>
 void launch_instance(const TileParams& p, int blocks, cudaStream_t s) {
     constexpr size_t bytes = Smem<kTok>::kBytes;
-    // Both forms are built in every build (the switch picks one), so both compile.
-    constexpr auto kernel = kProducer ? tile_gemm_producer_kernel<kTok> : tile_gemm_kernel<kTok>;
-    allow_smem<kernel>(bytes, 100);
-    launch_cluster(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kProducer ? kProducerThreads : kThreads), bytes,
+    allow_smem<tile_gemm_kernel<kTok>>(bytes, 100);
+    launch_cluster(tile_gemm_kernel<kTok>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), bytes,
                    static_cast<unsigned>(p.splits), s, p);
     HF2Q_CUDA_LAUNCH_CHECK();
 }
