@@ -4,6 +4,7 @@
 #   d    main (the tile GEMM as before, at 17-32 tokens)      x    d up to 64 tokens (MatmulEnv::tile_max_tokens 64)
 #   p    the producer form (HF2Q_TILE_PRODUCER 1, gemm_tile.cu) px   p up to 64 tokens
 #   main's test_cuda_ops and test_model, and both with the producer form (test_opsP, test_modelP).
+# The producer form is in 493b152 only (removed after session 62 measured it); build this script there.
 # Commit first: the sources are restored from copies at the end, but an interrupted run leaves a flip behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
