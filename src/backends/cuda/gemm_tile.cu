@@ -72,6 +72,14 @@ constexpr int kMaxCluster = HF2Q_TILE_MAX_CLUSTER;
 #define HF2Q_TILE_MAX_BLOCKS_PER_SM 0
 #endif
 constexpr int kMaxBlocksPerSm = HF2Q_TILE_MAX_BLOCKS_PER_SM;
+// The blocks an SM that the registers must leave room for (__launch_bounds__' minimum;
+// 0: 16 warps' worth). At 8 warps that is 2 (the 64-token kernel takes 93 registers);
+// 3 holds it to 80 (74, no spills) for 24 warps an SM, more chains to hide the latency
+// that bounds it (session 62's ncu: 2.16 warps a scheduler).
+#ifndef HF2Q_TILE_MIN_BLOCKS
+#define HF2Q_TILE_MIN_BLOCKS 0
+#endif
+constexpr int kMinBlocks = HF2Q_TILE_MIN_BLOCKS > 0 ? HF2Q_TILE_MIN_BLOCKS : 16 / kWarps;
 // Partial tiles in shared memory: [token][kRows + 4] floats (the pad puts the lanes of
 // an accumulator store on distinct banks).
 constexpr int kPartStride = kRows + 4;
@@ -319,7 +327,7 @@ __device__ __forceinline__ void finish_tile(const float (&acc)[kTok / 2], const 
 }
 
 template <int kTok>
-__global__ void __launch_bounds__(kThreads, 16 / kWarps) tile_gemm_kernel(const TileParams p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks) tile_gemm_kernel(const TileParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using S = Smem<kTok>;
     extern __shared__ __align__(16) uint8_t smem_raw[];
