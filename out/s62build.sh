@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # s62build.sh BUILD_DIR: the binaries out/s62a.sh carries, built on the CPU machine (sm_90a) from this tree in
 # BUILD_DIR (a Release CUDA build directory, configured if new) by flipping defaults in place, packed by out/bundle.sh
-# into out/bin62/bundle62.tar.xz:
+# into out/bin62/bundle62.tar.xz (the flips by out/build_lib.sh):
 #   d    main                                  m    no tile copies (HF2Q_TILE_COPY 0, weights.cpp)
 #   x    main with the tile GEMM up to 64 tokens (cuda_backend.cu: MatmulEnv::tile_max_tokens 64)
 #   w    x with 16-warp tile blocks (256 rows: HF2Q_TILE_WARPS 16, gemm_tile.cu)
@@ -12,22 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:?build directory}
 [ -f "$B/build.ninja" ] || cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON > /dev/null
-tmp=$(mktemp -d)
 W=src/models/gemma4/weights.cpp
 G=src/backends/cuda/gemm_tile.cu
-C=src/backends/cuda/cuda_backend.cu
-files=($W $G $C)
-for f in "${files[@]}"; do cp "$f" "$tmp/$(basename "$f")"; done
-restore() { for f in "${files[@]}"; do cp "$tmp/$(basename "$f")" "$f"; done; }
-trap 'restore; rm -rf "$tmp"' EXIT
-setdef() {  # setdef FILE NAME VALUE
-  sed -i "s/^#define $2 [0-9]*\$/#define $2 $3/" "$1"; grep -q "^#define $2 $3\$" "$1" || { echo "setdef $2 $3"; exit 1; }
-}
-cap64() {
-  sed -i 's/env_.tile_max_tokens = o.tile_gemm_max_tokens;/env_.tile_max_tokens = 64;/' $C
-  grep -q "env_.tile_max_tokens = 64;" $C || { echo "cap64"; exit 1; }
-}
-snap() { ninja -C "$B" hf2q > /dev/null; cp "$B/bin/hf2q" "$tmp/hf2q_$1"; echo "built $1"; }
+source out/build_lib.sh $W $G src/backends/cuda/cuda_backend.cu
 T=(test_cuda_ops test_model test_synth_engine test_generation)
 ninja -C "$B" hf2q "${T[@]}" > /dev/null
 mkdir -p "$tmp/t"

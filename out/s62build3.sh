@@ -1,27 +1,15 @@
 #!/usr/bin/env bash
-# s62build3.sh BUILD_DIR: the binaries out/s62d.sh carries (out/bin62d/bundle62d.tar.xz), flipped in place as
-# out/s62build.sh does: d main; c4 clusters of at most 4 (HF2Q_TILE_MAX_CLUSTER 4, gemm_tile.cu: o, K = 4,096,
-# in 88 blocks of 16 chunks instead of 176 of 8, one wave at one block an SM); x and x4 the same up to 64 tokens;
+# s62build3.sh BUILD_DIR: the binaries out/s62d.sh carries (out/bin62d/bundle62d.tar.xz), flipped in place
+# (out/build_lib.sh): d main; c4 clusters of at most 4 (HF2Q_TILE_MAX_CLUSTER 4, gemm_tile.cu: o, K = 4,096, in 88
+# blocks of 16 chunks instead of 176 of 8, one wave at one block an SM); x and x4 the same up to 64 tokens;
 # test_cuda_ops at c4 (test_ops4c).
 # Commit first: the sources are restored from copies at the end, but an interrupted run leaves a flip behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:?build directory}
-tmp=$(mktemp -d)
+[ -f "$B/build.ninja" ] || cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON > /dev/null
 G=src/backends/cuda/gemm_tile.cu
-C=src/backends/cuda/cuda_backend.cu
-files=($G $C)
-for f in "${files[@]}"; do cp "$f" "$tmp/$(basename "$f")"; done
-restore() { for f in "${files[@]}"; do cp "$tmp/$(basename "$f")" "$f"; done; }
-trap 'restore; rm -rf "$tmp"' EXIT
-setdef() {  # setdef FILE NAME VALUE
-  sed -i "s/^#define $2 [0-9]*\$/#define $2 $3/" "$1"; grep -q "^#define $2 $3\$" "$1" || { echo "setdef $2 $3"; exit 1; }
-}
-cap64() {
-  sed -i 's/env_.tile_max_tokens = o.tile_gemm_max_tokens;/env_.tile_max_tokens = 64;/' $C
-  grep -q "env_.tile_max_tokens = 64;" $C || { echo "cap64"; exit 1; }
-}
-snap() { ninja -C "$B" hf2q > /dev/null; cp "$B/bin/hf2q" "$tmp/hf2q_$1"; echo "built $1"; }
+source out/build_lib.sh $G src/backends/cuda/cuda_backend.cu
 ninja -C "$B" hf2q test_cuda_ops > /dev/null
 mkdir -p "$tmp/t"
 cp "$B/bin/test_cuda_ops" "$tmp/t/"

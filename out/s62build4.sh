@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# s62build4.sh BUILD_DIR: the binaries out/s62e.sh carries (out/bin62e/bundle62e.tar.xz), flipped in place as
-# out/s62build.sh does: e main; s2 at most two tile blocks an SM (HF2Q_TILE_MAX_BLOCKS_PER_SM 2, gemm_tile.cu; three
+# s62build4.sh BUILD_DIR: the binaries out/s62e.sh carries (out/bin62e/bundle62e.tar.xz), flipped in place
+# (out/build_lib.sh): e main; s2 at most two tile blocks an SM (HF2Q_TILE_MAX_BLOCKS_PER_SM 2, gemm_tile.cu; three
 # fit at 32 tokens); x main with the tile GEMM up to 64 tokens (MatmulEnv::tile_max_tokens 64); x3 x with three blocks
 # an SM at 64 tokens (HF2Q_TILE_MIN_BLOCKS 3: 74 registers); test_cuda_ops at s2 (test_ops_s2) and at 3 blocks
 # (test_ops_r3).
@@ -8,20 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:?build directory}
-tmp=$(mktemp -d)
+[ -f "$B/build.ninja" ] || cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHF2Q_CUDA=ON > /dev/null
 G=src/backends/cuda/gemm_tile.cu
-C=src/backends/cuda/cuda_backend.cu
-cp $G $C "$tmp/"
-restore() { cp "$tmp/$(basename $G)" $G; cp "$tmp/$(basename $C)" $C; }
-trap 'restore; rm -rf "$tmp"' EXIT
-setdef() {  # setdef FILE NAME VALUE
-  sed -i "s/^#define $2 [0-9]*\$/#define $2 $3/" "$1"; grep -q "^#define $2 $3\$" "$1" || { echo "setdef $2 $3"; exit 1; }
-}
-cap64() {
-  sed -i 's/env_.tile_max_tokens = o.tile_gemm_max_tokens;/env_.tile_max_tokens = 64;/' $C
-  grep -q "env_.tile_max_tokens = 64;" $C || { echo "cap64"; exit 1; }
-}
-snap() { ninja -C "$B" hf2q > /dev/null; cp "$B/bin/hf2q" "$tmp/hf2q_$1"; echo "built $1"; }
+source out/build_lib.sh $G src/backends/cuda/cuda_backend.cu
 snap e
 setdef $G HF2Q_TILE_MAX_BLOCKS_PER_SM 2; snap s2
 ninja -C "$B" test_cuda_ops > /dev/null; cp "$B/bin/test_cuda_ops" "$tmp/test_ops_s2"
