@@ -2185,6 +2185,18 @@ TEST_F(CudaOps, DenseBatchMatmulMatchesBf16Reference) {
     }
 }
 
+// A CUDA backend that takes the tile GEMM up to the kernel's 64 tokens (CudaOptions::
+// tile_gemm_max_tokens; the default backend's stops at 32); null in a build without CUDA.
+std::unique_ptr<ops::Backend> tile_gemm_backend() {
+#ifdef HF2Q_HAVE_CUDA
+    cuda::CudaOptions o;
+    o.tile_gemm_max_tokens = 64;
+    return cuda::make_backend(o);
+#else
+    return nullptr;
+#endif
+}
+
 // Batched decode's dense products of 17-64 tokens on Q4_K rows and Q6_K planes
 // (decode_layout), which cuBLAS multiplies after expanding them to BF16 (session 42's
 // block-format kernel, gemm_small.cu, ran these until session 61 removed it; the tile
@@ -2437,14 +2449,10 @@ protected:
     void SetUp() override {
         CudaSmallGemm::SetUp();
         if (IsSkipped()) return;
-#ifdef HF2Q_HAVE_CUDA
-        cuda::CudaOptions o;
-        o.tile_gemm_max_tokens = 64;
+        auto tile = tile_gemm_backend();
+        if (!tile) GTEST_SKIP() << "built without CUDA";
         gpu_default = std::move(gpu);
-        gpu = cuda::make_backend(o);
-#else
-        GTEST_SKIP() << "built without CUDA";
-#endif
+        gpu = std::move(tile);
     }
     std::unique_ptr<ops::Backend> gpu_default;
     Weight tile_weight(int64_t N, int64_t K) {
@@ -3103,12 +3111,7 @@ double time_calls(ops::Backend& be, int reps, F&& f) {
 // docs/performance.md). GB/s counts the block format's bytes.
 TEST_F(CudaOps, DISABLED_MatmulThroughput) {
     // The tile GEMM at every token count it takes (the default backend's stops at 32).
-    std::unique_ptr<ops::Backend> tile_gpu;
-#ifdef HF2Q_HAVE_CUDA
-    cuda::CudaOptions tile_options;
-    tile_options.tile_gemm_max_tokens = 64;
-    tile_gpu = cuda::make_backend(tile_options);
-#endif
+    const std::unique_ptr<ops::Backend> tile_gpu = tile_gemm_backend();
     struct Shape {
         const char* name;
         GgmlType type;
