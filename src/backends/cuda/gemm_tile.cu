@@ -64,22 +64,12 @@ constexpr int kWeightSlotBytes = (kRows / kGroupRows) * 2 * kUnitBytes;  // 5,12
 #define HF2Q_TILE_MAX_CLUSTER 8
 #endif
 constexpr int kMaxCluster = HF2Q_TILE_MAX_CLUSTER;
-// At most this many blocks an SM (0: as many as fit), by asking for more shared memory
-// than a block needs. At 32 tokens three blocks fit, and a launch of 256 blocks (q/k/v)
-// may give some SMs three and others one, where two each would be balanced (session 62:
-// ncu found the busiest SM of a 64-token launch active 1.6 times the average).
-#ifndef HF2Q_TILE_MAX_BLOCKS_PER_SM
-#define HF2Q_TILE_MAX_BLOCKS_PER_SM 0
-#endif
-constexpr int kMaxBlocksPerSm = HF2Q_TILE_MAX_BLOCKS_PER_SM;
-// The blocks an SM that the registers must leave room for (__launch_bounds__' minimum;
-// 0: 16 warps' worth). At 8 warps that is 2 (the 64-token kernel takes 93 registers);
-// 3 holds it to 80 (74, no spills) for 24 warps an SM, more chains to hide the latency
-// that bounds it (session 62's ncu: 2.16 warps a scheduler).
-#ifndef HF2Q_TILE_MIN_BLOCKS
-#define HF2Q_TILE_MIN_BLOCKS 0
-#endif
-constexpr int kMinBlocks = HF2Q_TILE_MIN_BLOCKS > 0 ? HF2Q_TILE_MIN_BLOCKS : 16 / kWarps;
+// The blocks an SM the registers must leave room for (__launch_bounds__' minimum): 16
+// warps' worth, two blocks at 8 warps (the 64-token kernel takes 93 registers). Session
+// 63 measured both ways on an H100 and kept neither: three blocks at 64 tokens (80
+// registers) lost 0.6 % at 64 sequences, and at most two blocks an SM at 32 tokens
+// (where three fit) lost 0.2-1.1 % at 17-32 sequences.
+constexpr int kMinBlocks = 16 / kWarps;
 // Partial tiles in shared memory: [token][kRows + 4] floats (the pad puts the lanes of
 // an accumulator store on distinct banks).
 constexpr int kPartStride = kRows + 4;
@@ -454,11 +444,7 @@ int splits_for(int64_t n_in) {
 
 template <int kTok>
 void launch_instance(const TileParams& p, int blocks, cudaStream_t s) {
-    // An SM's 228 KiB of shared memory hold kMaxBlocksPerSm + 1 blocks of this size (with
-    // the 1 KiB a block that the driver keeps) no more.
-    constexpr size_t cap = kMaxBlocksPerSm > 0 ? (228 * 1024) / (kMaxBlocksPerSm + 1) : 0;
-    constexpr size_t bytes = std::max<size_t>(Smem<kTok>::kBytes, cap);
-    static_assert(bytes <= 227 * 1024);
+    constexpr size_t bytes = Smem<kTok>::kBytes;
     allow_smem<tile_gemm_kernel<kTok>>(bytes, 100);
     launch_cluster(tile_gemm_kernel<kTok>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), bytes,
                    static_cast<unsigned>(p.splits), s, p);
