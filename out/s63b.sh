@@ -14,7 +14,7 @@ L=${LIMIT:-400}
 V=build-v
 unbundle out/bin63/bundle63.tar.xz e m
 unbundle out/bin63b/bundle63b.tar.xz n f
-synth_g26 /tmp/bund/hf2q_e
+[ -s /tmp/g26.gguf ] || synth_g26 /tmp/bund/hf2q_e
 el synth
 row() { b $V/$1 -p '' -n 32 -b $3 -d 1024 -r 2 -ub 4096 --cache-type $2; }
 { for i in 1 2; do for v in e n f; do before $((L - 130)) && row $v int8 64; done; done
