@@ -581,29 +581,38 @@ struct Smem {
     }
 };
 
-// The source row of the pass's activation row c (rows: the gather of rows prepared
-// before it, GemvArgs::x_rows; null: row c itself).
-__device__ __forceinline__ int64_t x_row(const int32_t* rows, int64_t c) { return rows ? rows[c] : c; }
+// Lane j (< nt) of every warp: the source row of the pass's activation row j (rows: the
+// gather of rows prepared before it, GemvArgs::x_rows; null: row c0 + j). One load a
+// lane, so a gathered pass waits for L2 once, not once a staged piece; the staging loops
+// below take each piece's row from its lane by a shuffle (warp-uniform trip counts).
+__device__ __forceinline__ int32_t pass_rows(const int32_t* rows, int64_t c0, int nt) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const int64_t c = c0 + (lane < nt ? lane : 0);
+    return rows ? rows[c] : static_cast<int32_t>(c);
+}
+__device__ __forceinline__ int64_t piece_row(int32_t prow, uint32_t r) {
+    return __shfl_sync(0xffffffffu, prow, static_cast<int>(r % 32));
+}
 
-// The (d, d·Σq) pairs of the activation rows c0 .. c0 + nt of a pass into shared memory.
-__device__ __forceinline__ void stage_ds(uint8_t* smem, const Smem& L, Q8View xq, const int32_t* rows, int64_t c0,
-                                         int nt, uint32_t n_in) {
-    const uint32_t nb = n_in / 32;
-    for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) {
-        const uint32_t r = i / nb, k = i % nb;
-        cp_async8(smem + L.ds + 8 * (r * L.ds_stride + k), xq.ds + x_row(rows, c0 + r) * nb + k);
+// The (d, d·Σq) pairs of the activation rows of a pass (prow: pass_rows) into shared memory.
+__device__ __forceinline__ void stage_ds(uint8_t* smem, const Smem& L, Q8View xq, int32_t prow, int nt, uint32_t n_in) {
+    const uint32_t nb = n_in / 32, total = nt * nb, lane = threadIdx.x % 32;
+    for (uint32_t base = threadIdx.x - lane; base < total; base += kThreads) {
+        const uint32_t i = base + lane, r = i / nb, k = i % nb;
+        const int64_t src = piece_row(prow, r);
+        if (i < total) cp_async8(smem + L.ds + 8 * (r * L.ds_stride + k), xq.ds + src * nb + k);
     }
 }
 
-// The activation rows c0 .. c0 + nt of a pass and their scales into shared memory.
-__device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq, const int32_t* rows, int64_t c0,
-                                        int nt, uint32_t n_in) {
-    const uint32_t per_row = n_in / 16;
-    for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
-        const uint32_t r = i / per_row, k = i % per_row;
-        cp_async16(smem + L.x + r * L.x_stride + 16 * k, xq.q + x_row(rows, c0 + r) * n_in + 16 * k, 16);
+// The activation rows of a pass (prow: pass_rows) and their scales into shared memory.
+__device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq, int32_t prow, int nt, uint32_t n_in) {
+    const uint32_t per_row = n_in / 16, total = nt * per_row, lane = threadIdx.x % 32;
+    for (uint32_t base = threadIdx.x - lane; base < total; base += kThreads) {
+        const uint32_t i = base + lane, r = i / per_row, k = i % per_row;
+        const int64_t src = piece_row(prow, r);
+        if (i < total) cp_async16(smem + L.x + r * L.x_stride + 16 * k, xq.q + src * n_in + 16 * k, 16);
     }
-    stage_ds(smem, L, xq, rows, c0, nt, n_in);
+    stage_ds(smem, L, xq, prow, nt, n_in);
 }
 
 // The tile of rows o0 .. o0 + rows of expert e: where it starts in global memory.
@@ -811,9 +820,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
             const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
             // An expert of one pass keeps the first tile's staged rows for the others.
             if (kSeq == 1 || it == 0 || r1 - r0 > kCols)
-                stage_x(smem, L, xq, a.x_rows, c0, nt, n_in);
+                stage_x(smem, L, xq, pass_rows(a.x_rows, c0, nt), nt, n_in);
             else if (kQ4kScaled && L.red == L.ds)  // the last tile's sums took the pairs' place
-                stage_ds(smem, L, xq, a.x_rows, c0, nt, n_in);
+                stage_ds(smem, L, xq, pass_rows(a.x_rows, c0, nt), nt, n_in);
             cp_async_commit();
             const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
             cp_async_wait<0>();
