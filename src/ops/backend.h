@@ -196,11 +196,11 @@ public:
     // matmul inputs may be prepared (0: the backend has no prepared form), and the
     // bytes of one for rows × n values (0: none for that width).
     virtual int64_t prepared_tokens() const { return 0; }
-    // The most tokens per batch whose experts' products may take their inputs prepared
-    // (ops/prepared.h: gate_up's by residual_norms, down's by the GEGLU), never fewer
-    // than prepared_tokens(): a backend whose grouped expert GEMV reads the prepared form
-    // at larger batches than its dense matmuls do.
-    virtual int64_t prepared_expert_tokens() const { return prepared_tokens(); }
+    // The most tokens per batch whose experts' down product may take its input prepared
+    // by the GEGLU before it (ops/prepared.h), never fewer than prepared_tokens(): a
+    // backend whose grouped expert GEMV reads the prepared form at larger batches than
+    // its dense matmuls do.
+    virtual int64_t prepared_expert_down_tokens() const { return prepared_tokens(); }
     virtual size_t prepared_bytes(int64_t rows, int64_t n) const {
         (void)rows;
         (void)n;

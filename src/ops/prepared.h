@@ -10,10 +10,8 @@
 //   - The caller passes a prepared buffer only in batches of at most
 //     Backend::prepared_tokens() tokens, and only where prepared_bytes(rows, n) > 0;
 //     a backend without a prepared form reports 0 for both and never sees one. The
-//     experts' inputs may be prepared in batches of up to
-//     Backend::prepared_expert_tokens() tokens instead: their gate_up input (written
-//     by residual_norms once per token, read through the grouping's gather) and their
-//     down input (written by the GEGLU after their gate_up).
+//     experts' down input (written by the GEGLU after their gate_up) may be prepared
+//     in batches of up to Backend::prepared_expert_down_tokens() tokens instead.
 //   - A producer given a prepared buffer always fills it (whatever kernel runs).
 //   - A matmul's x_prep must be the prepared form of exactly its x rows (the same
 //     rows, in order, n = n_in), written after x's last change. The matmul may use

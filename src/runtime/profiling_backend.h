@@ -74,7 +74,7 @@ class ProfilingBackend final : public ops::Backend {
     void residual_norms(const ops::ResidualNormsParams& p) override;
     void attention_inputs(const ops::AttentionInputsParams& p) override;
     int64_t prepared_tokens() const override { return inner_->prepared_tokens(); }
-    int64_t prepared_expert_tokens() const override { return inner_->prepared_expert_tokens(); }
+    int64_t prepared_expert_down_tokens() const override { return inner_->prepared_expert_down_tokens(); }
     size_t prepared_bytes(int64_t rows, int64_t n) const override { return inner_->prepared_bytes(rows, n); }
     bool reads_bf16_rows(int64_t n_tokens) const override { return inner_->reads_bf16_rows(n_tokens); }
     void rope(const ops::RopeParams& p) override;

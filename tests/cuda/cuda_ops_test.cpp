@@ -1706,15 +1706,15 @@ TEST_F(CudaOps, PreparedInputsGiveBitEqualResults) {
 }
 
 // The experts' down input prepared by the GEGLU in batched decode
-// (Backend::prepared_expert_tokens: up to 64 tokens). The gate_up product with its
+// (Backend::prepared_expert_down_tokens: up to 64 tokens). The gate_up product with its
 // GEGLU epilogue, on device offsets as the forward runs it, writes the 8-bit form of its
 // output without changing the f32 one; the grouped down product given it returns exactly
 // what it returns quantizing the rows itself (Q5_0 and Q8_0 down weights, 17-64 tokens,
 // 8 experts a token). Zeroed prepared rows give zeros, so the product really reads them.
 TEST_F(CudaOps, PreparedExpertDownInputsInBatchedDecode) {
-    EXPECT_EQ(gpu->prepared_expert_tokens(), 64);
-    EXPECT_EQ(gpu32->prepared_expert_tokens(), 0);
-    EXPECT_EQ(cpu->prepared_expert_tokens(), 0);
+    EXPECT_EQ(gpu->prepared_expert_down_tokens(), 64);
+    EXPECT_EQ(gpu32->prepared_expert_down_tokens(), 0);
+    EXPECT_EQ(cpu->prepared_expert_down_tokens(), 0);
     const int64_t H = 512, F = 256, E = 64, K = 8;
     const auto [wgu, gurb] = random_quantized(GgmlType::Q4_K, E * 2 * F, H, 0.05f);
     const ops::WeightView gate_up{GgmlType::Q4_K, H, 2 * F, gurb, dev(wgu)};
@@ -1750,52 +1750,6 @@ TEST_F(CudaOps, PreparedExpertDownInputsInBatchedDecode) {
             gpu->fill_zero(gp, gpu->prepared_bytes(n, F));
             gpu->moe_matmul(d);
             EXPECT_EQ(host(d.y, y_n), std::vector<float>(y_n, 0.0f)) << what;
-        }
-    }
-}
-
-// The experts' gate_up input prepared once per token by residual_norms in batched
-// decode (Backend::prepared_expert_tokens, session 63): the grouped tensor-core GEMV
-// reads the T prepared rows through the grouping's gather (x_rows) and returns exactly
-// what it returns quantizing the T·K gathered rows itself, with and without the GEGLU
-// epilogue, on the experts' blocks as stored and on their scaled copy, at 17-64 tokens
-// and 8 experts a token. Zeroed prepared rows give zeros, so the kernel reads them.
-TEST_F(CudaOps, PreparedExpertGateUpInputsInBatchedDecode) {
-    const int64_t H = 2816, F = 64, E = 64, K = 8;
-    const auto [wgu, gurb] = random_quantized(GgmlType::Q4_K, E * 2 * F, H, 0.05f);
-    const ops::WeightView plain{GgmlType::Q4_K, H, 2 * F, gurb, dev(wgu)};
-    ops::WeightView scaled = plain;
-    scaled.expert_layout = gpu->expert_layout(plain, gurb * static_cast<uint64_t>(2 * F), E);
-    ASSERT_NE(scaled.expert_layout, nullptr);
-    for (const ops::WeightView& gate_up : {plain, scaled}) {
-        for (int64_t T : {17, 33, 64}) {
-            ops::ResidualNormsParams r = two_output_norms(T, H, 0);
-            const size_t pn = gpu->prepared_bytes(T, H);
-            void* yp = gpu->alloc(pn);
-            r.y_prep[1] = yp;
-            gpu->residual_norms(r);
-            for (bool geglu : {true, false}) {
-                const std::string what = "T=" + std::to_string(T) + (geglu ? " geglu" : " plain") +
-                                         (gate_up.expert_layout ? " scaled" : "");
-                const int64_t n = T * K;
-                ops::MoeMatmulParams g = routed_gate_up(random_routing(rng, T, K, E), T, K, E, gate_up);
-                g.x = r.y[1];
-                g.geglu = geglu;
-                g.geglu_scratch = geglu ? gpu->alloc_array<float>(static_cast<size_t>(n * 2 * F)) : nullptr;
-                const size_t yn = static_cast<size_t>(n * (geglu ? F : 2 * F));
-                g.y = gpu->alloc_array<float>(yn);
-                gpu->moe_matmul(g);
-                const auto plain_y = host(g.y, yn);
-                g.x_prep = yp;
-                gpu->moe_matmul(g);
-                EXPECT_EQ(host(g.y, yn), plain_y) << what;
-                std::vector<uint8_t> saved(pn);
-                gpu->download(saved.data(), yp, pn);
-                gpu->fill_zero(yp, pn);
-                gpu->moe_matmul(g);
-                EXPECT_EQ(host(g.y, yn), std::vector<float>(yn, 0.0f)) << what;
-                gpu->upload(yp, saved.data(), pn);
-            }
         }
     }
 }

@@ -196,5 +196,5 @@ TEST(ProfilingBackend, ReportsTheInnerBackendsInputForms) {
     EXPECT_TRUE(raw->reads_bf16_rows(64));
     for (int64_t n : {1, 16, 17, 64, 128, 4096}) EXPECT_EQ(p.reads_bf16_rows(n), raw->reads_bf16_rows(n)) << n;
     EXPECT_EQ(p.prepared_tokens(), raw->prepared_tokens());
-    EXPECT_EQ(p.prepared_expert_tokens(), raw->prepared_expert_tokens());
+    EXPECT_EQ(p.prepared_expert_down_tokens(), raw->prepared_expert_down_tokens());
 }

@@ -71,7 +71,7 @@ constexpr bool kBf16Rows = HF2Q_BF16_ROWS != 0;
 // The batches whose experts' products take the grouped GEMV on device offsets (the
 // forward's kMoeDeviceTokens), the one kernel that reads the prepared form there; above,
 // the tile GEMM may run and would ignore it.
-constexpr int64_t kMoePreparedTokens = 64;
+constexpr int64_t kMoeDownPreparedTokens = 64;
 
 class CudaBackend final : public ops::Backend {
 public:
@@ -413,16 +413,13 @@ public:
         if (!launch_attention_inputs(p, cur_stream())) Backend::attention_inputs(p);
     }
     int64_t prepared_tokens() const override { return env_.precision == MatmulPrecision::bf16 ? kGemvTokens : 0; }
-    // Up to kMoePreparedTokens, the GEGLU writes the experts' down input in the 8-bit
+    // Up to kMoeDownPreparedTokens, the GEGLU writes the experts' down input in the 8-bit
     // form and the grouped GEMV skips its quantize_q8 launch (a decode step at 64
     // sequences: 30 of its 60 launches). H100, against kGemvTokens in the same call
     // (out/s49e.sh, session 50), 64 sequences: f16 4,412 / 4,410 -> 4,423 / 4,422, int8
     // 5,249 / 5,243 -> 5,264 / 5,260, fp8 5,293 / 5,293 -> 5,306 / 5,301 tokens/s.
-    // Since session 63 residual_norms also writes the experts' gate_up input once per
-    // token, which the tensor-core GEMV reads through the grouping's gather: the other
-    // 30 quantize_q8 launches (of T·K gathered rows) leave the router-to-experts chain.
-    int64_t prepared_expert_tokens() const override {
-        return env_.precision == MatmulPrecision::bf16 ? kMoePreparedTokens : prepared_tokens();
+    int64_t prepared_expert_down_tokens() const override {
+        return env_.precision == MatmulPrecision::bf16 ? kMoeDownPreparedTokens : prepared_tokens();
     }
     size_t prepared_bytes(int64_t rows, int64_t n) const override {
         return rows > 0 && n > 0 && n % 32 == 0 ? q8_workspace_bytes(rows, n) : 0;

@@ -581,38 +581,25 @@ struct Smem {
     }
 };
 
-// Lane j (< nt) of every warp: the source row of the pass's activation row j (rows: the
-// gather of rows prepared before it, GemvArgs::x_rows; null: row c0 + j). One load a
-// lane, so a gathered pass waits for L2 once, not once a staged piece; the staging loops
-// below take each piece's row from its lane by a shuffle (warp-uniform trip counts).
-__device__ __forceinline__ int32_t pass_rows(const int32_t* rows, int64_t c0, int nt) {
-    const int lane = static_cast<int>(threadIdx.x % 32);
-    const int64_t c = c0 + (lane < nt ? lane : 0);
-    return rows ? rows[c] : static_cast<int32_t>(c);
-}
-__device__ __forceinline__ int64_t piece_row(int32_t prow, uint32_t r) {
-    return __shfl_sync(0xffffffffu, prow, static_cast<int>(r % 32));
-}
-
-// The (d, d·Σq) pairs of the activation rows of a pass (prow: pass_rows) into shared memory.
-__device__ __forceinline__ void stage_ds(uint8_t* smem, const Smem& L, Q8View xq, int32_t prow, int nt, uint32_t n_in) {
-    const uint32_t nb = n_in / 32, total = nt * nb, lane = threadIdx.x % 32;
-    for (uint32_t base = threadIdx.x - lane; base < total; base += kThreads) {
-        const uint32_t i = base + lane, r = i / nb, k = i % nb;
-        const int64_t src = piece_row(prow, r);
-        if (i < total) cp_async8(smem + L.ds + 8 * (r * L.ds_stride + k), xq.ds + src * nb + k);
+// The (d, d·Σq) pairs of the activation rows c0 .. c0 + nt of a pass into shared memory.
+__device__ __forceinline__ void stage_ds(uint8_t* smem, const Smem& L, Q8View xq, int64_t c0, int nt, uint32_t n_in) {
+    const uint32_t nb = n_in / 32;
+    const float2* ds = xq.ds + c0 * static_cast<int64_t>(nb);
+    for (uint32_t i = threadIdx.x; i < nt * nb; i += kThreads) {
+        const uint32_t r = i / nb, k = i % nb;
+        cp_async8(smem + L.ds + 8 * (r * L.ds_stride + k), ds + i);
     }
 }
 
-// The activation rows of a pass (prow: pass_rows) and their scales into shared memory.
-__device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq, int32_t prow, int nt, uint32_t n_in) {
-    const uint32_t per_row = n_in / 16, total = nt * per_row, lane = threadIdx.x % 32;
-    for (uint32_t base = threadIdx.x - lane; base < total; base += kThreads) {
-        const uint32_t i = base + lane, r = i / per_row, k = i % per_row;
-        const int64_t src = piece_row(prow, r);
-        if (i < total) cp_async16(smem + L.x + r * L.x_stride + 16 * k, xq.q + src * n_in + 16 * k, 16);
+// The activation rows c0 .. c0 + nt of a pass and their scales into shared memory.
+__device__ __forceinline__ void stage_x(uint8_t* smem, const Smem& L, Q8View xq, int64_t c0, int nt, uint32_t n_in) {
+    const uint32_t per_row = n_in / 16;
+    const int8_t* src = xq.q + c0 * static_cast<int64_t>(n_in);
+    for (uint32_t i = threadIdx.x; i < nt * per_row; i += kThreads) {
+        const uint32_t r = i / per_row, k = i % per_row;
+        cp_async16(smem + L.x + r * L.x_stride + 16 * k, src + r * n_in + 16 * k, 16);
     }
-    stage_ds(smem, L, xq, prow, nt, n_in);
+    stage_ds(smem, L, xq, c0, nt, n_in);
 }
 
 // The tile of rows o0 .. o0 + rows of expert e: where it starts in global memory.
@@ -820,9 +807,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks(T, kSplit))
             const bool paired = T == GgmlType::Q4_K && kPaired && nt <= kCols / 2;
             // An expert of one pass keeps the first tile's staged rows for the others.
             if (kSeq == 1 || it == 0 || r1 - r0 > kCols)
-                stage_x(smem, L, xq, pass_rows(a.x_rows, c0, nt), nt, n_in);
+                stage_x(smem, L, xq, c0, nt, n_in);
             else if (kQ4kScaled && L.red == L.ds)  // the last tile's sums took the pairs' place
-                stage_ds(smem, L, xq, pass_rows(a.x_rows, c0, nt), nt, n_in);
+                stage_ds(smem, L, xq, c0, nt, n_in);
             cp_async_commit();
             const float2* ds_base = reinterpret_cast<const float2*>(smem + L.ds);
             cp_async_wait<0>();
@@ -1188,12 +1175,9 @@ bool gemv_mma_geglu_supported(const GemvArgs& a) {
            a.glu % 32 == 0 && a.n_out == 2 * a.glu && a.y_stride >= a.glu;
 }
 
-void launch_gemv_mma(const GemvArgs& args, const Q8View& xq, const int32_t* x_rows, int64_t max_active_experts,
-                     cudaStream_t s) {
-    HF2Q_ASSERT(gemv_mma_supported(args) && (args.glu == 0 || gemv_mma_geglu_supported(args)));
-    if (args.n_out <= 0 || args.n_rows <= 0 || max_active_experts <= 0) return;
-    GemvArgs a = args;
-    a.x_rows = x_rows;  // the kernel's gather (the launcher's args may name the one already applied)
+void launch_gemv_mma(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s) {
+    HF2Q_ASSERT(gemv_mma_supported(a) && (a.glu == 0 || gemv_mma_geglu_supported(a)));
+    if (a.n_out <= 0 || a.n_rows <= 0 || max_active_experts <= 0) return;
     switch (a.type) {
         case GgmlType::Q4_K: launch_type<GgmlType::Q4_K>(a, xq, max_active_experts, s); return;
         case GgmlType::Q5_0: launch_type<GgmlType::Q5_0>(a, xq, max_active_experts, s); return;

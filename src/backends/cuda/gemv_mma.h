@@ -22,12 +22,9 @@ bool gemv_mma_supported(const GemvArgs& a);
 bool gemv_mma_geglu_supported(const GemvArgs& a);
 
 // y rows of the grouped product (with a.glu: its GEGLU, gemv_mma_geglu_supported) from
-// the quantized activations xq, a.offsets grouping the rows by expert. Row r of the
-// grouping reads xq row x_rows[r]: the rows prepared once per token before the
-// grouping's gather (a MoE layer's gate_up input, written by residual_norms); with
-// x_rows null, xq row r. (a.x_rows is ignored: x_rows replaces it.)
-void launch_gemv_mma(const GemvArgs& a, const Q8View& xq, const int32_t* x_rows, int64_t max_active_experts,
-                     cudaStream_t s);
+// the quantized activations xq (row r of the grouping reads xq row r), a.offsets
+// grouping the rows by expert.
+void launch_gemv_mma(const GemvArgs& a, const Q8View& xq, int64_t max_active_experts, cudaStream_t s);
 
 // Q4_K's scaled copy (GemvArgs::w_copy, ops::WeightView::expert_layout), which the
 // kernel reads instead of the blocks as stored: each 144-byte block of 256 values

@@ -993,20 +993,13 @@ bool single_rows(const GemvArgs& a) {
     return a.offsets ? a.n_rows <= a.n_experts : a.n_rows == 1;
 }
 
-// Whether the kernel that launch_segments gives a reads its activation rows through a
-// gather itself: the one-row kernels and the tensor-core kernel (the eight-row dp4a
-// kernels read the rows in order).
-bool gathers_rows(const GemvArgs& a) { return single_rows(a) || (a.offsets != nullptr && gemv_mma_supported(a)); }
-
 // Quantizes a's activation rows (gathered through a.x_rows) into the workspace, or
 // takes them prepared (ops/prepared.h): x's rows themselves, or before the gather
-// (x_n_rows of them, read through x_rows by the kernel). The second saves a batch's
-// experts' gate_up a quantize_q8 launch of its T·K gathered rows on the chain between
-// the router and the experts (about 4 µs a layer at 64 sequences on an H100).
+// (x_n_rows of them, read through x_rows by the kernel).
 Q8Input quantize_activations(const GemvArgs& a, int8_t* workspace, cudaStream_t s) {
     if (a.x_prep != nullptr && a.x_rows == nullptr)
         return {q8_view(const_cast<void*>(a.x_prep), a.n_rows, a.n_in), nullptr};
-    if (a.x_prep != nullptr && a.x_n_rows > 0 && gathers_rows(a))
+    if (a.x_prep != nullptr && a.x_n_rows > 0 && single_rows(a))  // gathered: one-row kernels only
         return {q8_view(const_cast<void*>(a.x_prep), a.x_n_rows, a.n_in), a.x_rows};
     const Q8View xq = q8_view(workspace, a.n_rows, a.n_in);
     const bool x_vec = x_rows_vec16(a);
@@ -1077,8 +1070,8 @@ void launch_segments(Segments g, int64_t max_active_experts, Q8Input xq, cudaStr
     const bool single = single_rows(g.a[0]);
     const bool grouped = g.a[0].offsets != nullptr;
     if (grouped && !single && gemv_mma_supported(g.a[0])) {  // several rows an expert: the tensor cores
-        HF2Q_ASSERT(g.n == 1);
-        launch_gemv_mma(g.a[0], xq.q, xq.rows, max_active_experts, s);
+        HF2Q_ASSERT(g.n == 1 && xq.rows == nullptr);
+        launch_gemv_mma(g.a[0], xq.q, max_active_experts, s);
         return;
     }
     dispatch_q8_type(g.a[0].type, [&]<GgmlType T>() {
@@ -1127,7 +1120,8 @@ bool launch_gemv_q8_geglu(const GemvArgs& a, int64_t max_active_experts, size_t 
         !gemv_mma_geglu_supported(a))
         return false;
     const Q8Input xq = quantize_activations(a, workspace, s);
-    launch_gemv_mma(a, xq.q, xq.rows, max_active_experts, s);
+    HF2Q_ASSERT(xq.rows == nullptr);  // (several rows an expert)
+    launch_gemv_mma(a, xq.q, max_active_experts, s);
     return true;
 }
 

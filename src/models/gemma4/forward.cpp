@@ -70,14 +70,12 @@ Forward::Forward(const Config& c, const Weights& w, ops::Backend& be, int64_t ma
         cur_prep_ = prepared(prep_tokens_, H);
         gate_prep_ = prepared(prep_tokens_, ff);
         attn_prep_ = prepared(prep_tokens_, q_width);
+        if (c.is_moe()) moe_in_prep_ = prepared(prep_tokens_, H);
     }
-    // The experts' inputs (moe_in_, ge_) may be prepared at larger batches than the rest
-    // (Backend::prepared_expert_tokens is never below prepared_tokens).
-    expert_prep_tokens_ = c.is_moe() ? std::min(T, be.prepared_expert_tokens()) : 0;
-    if (expert_prep_tokens_ > 0) {
-        moe_in_prep_ = prepared(expert_prep_tokens_, H);
-        ge_prep_ = prepared(expert_prep_tokens_ * c.n_expert_used, c.n_ff_exp);
-    }
+    // The experts' down input (ge_) may be prepared at larger batches than the rest
+    // (Backend::prepared_expert_down_tokens is never below prepared_tokens).
+    down_prep_tokens_ = c.is_moe() ? std::min(T, be.prepared_expert_down_tokens()) : 0;
+    if (down_prep_tokens_ > 0) ge_prep_ = prepared(down_prep_tokens_ * c.n_expert_used, c.n_ff_exp);
     if (be.reads_bf16_rows(T)) {
         auto bf16_rows = [&](int64_t n) { return be.alloc(sz(T * n) * 2); };
         cur_bf16_ = bf16_rows(H);

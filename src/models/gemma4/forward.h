@@ -196,11 +196,10 @@ private:
     float *pl_ = nullptr, *pl_tok_ = nullptr, *pl_gate_ = nullptr;  // PLE [T][L·P], [T][L·P], [T][P]
     float *router_logits_ = nullptr, *route_w_ = nullptr;  // [T][E], [T][k]
     float *router_in_ = nullptr, *moe_in_ = nullptr;       // [T][H] normed router / expert inputs
-    // Prepared forms (ops/prepared.h) of cur_, gate_ and attn_, for batches of up to
-    // prep_tokens_ tokens (0: the backend prepares none), and of the experts' inputs,
-    // moe_in_ (gate_up's, before the gather) and ge_ (down's), up to expert_prep_tokens_
-    // (Backend::prepared_expert_tokens).
-    int64_t prep_tokens_ = 0, expert_prep_tokens_ = 0;
+    // Prepared forms (ops/prepared.h) of cur_, gate_, moe_in_ and attn_, for batches of
+    // up to prep_tokens_ tokens (0: the backend prepares none), and of ge_ (the experts'
+    // down input) up to down_prep_tokens_ (Backend::prepared_expert_down_tokens).
+    int64_t prep_tokens_ = 0, down_prep_tokens_ = 0;
     void *cur_prep_ = nullptr, *gate_prep_ = nullptr, *ge_prep_ = nullptr, *moe_in_prep_ = nullptr;
     void* attn_prep_ = nullptr;
     // BF16 rows (ops/prepared.h) of cur_, router_in_, gate_ and attn_, written by their

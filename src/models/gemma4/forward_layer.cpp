@@ -232,7 +232,7 @@ void Forward::mlp_inputs(const LayerWeights& l, int64_t T) {
         r.out_scale[1] = 1.0f / std::sqrt(static_cast<float>(H));
         r.y[2] = moe_in_;
         r.out_w[2] = l.pre_ffw_norm_2;
-        r.y_prep[2] = prep(moe_in_prep_, T, H, expert_prep_tokens_);
+        r.y_prep[2] = prep(moe_in_prep_, T, H);
         r.n_out = 3;
     }
     be_.residual_norms(r);
@@ -371,8 +371,8 @@ std::optional<ops::MoeCombineParams> Forward::moe(const LayerWeights& l, int64_t
     };
     // ge_ = gelu_tanh(gate) ⊙ up of the routed rows: one op with the GEGLU epilogue
     // for a merged gate_up tensor (gu_ its scratch: a backend may never write it).
-    void* const ge_prep = prep(ge_prep_, T, Fe, expert_prep_tokens_);
-    const void* const in_prep = prep(moe_in_prep_, T, H, expert_prep_tokens_);  // moe_in_'s T rows, gathered
+    void* const ge_prep = prep(ge_prep_, T, Fe, down_prep_tokens_);
+    const void* const in_prep = prep(moe_in_prep_, T, H);  // moe_in_'s T rows, gathered
     if (!l.gate_up_exps.empty()) {
         ops::MoeMatmulParams m = params(l.gate_up_exps, expert_rows_, moe_in_, ge_, Fe, in_prep);
         m.geglu = true;
