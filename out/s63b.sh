@@ -3,8 +3,9 @@
 # and the tile copies of 17-32 tokens, on since session 61, are in main now), with the A/Bs only an H200 can judge:
 # n (the lane copy off) and f (the i8 score fold on) at 64 sequences, and tg128 with and without the tile copies
 # (m). On any other card it says which came and stops.
-# Binaries: out/s63build.sh (bin63: e, m), out/s63build2.sh (bin63b: n, f).
-#   run(kind="nvidia-h200", carry=["out/bin63", "out/bin63b"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s63b.sh
+# Binaries: out/s63build3.sh (bin63c: e, m), out/s63build2.sh (bin63b: n, f).
+#   run(kind="nvidia-h200", carry=["out/bin63c", "out/bin63b"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> \
+#     bash out/s63b.sh
 cd "$(dirname "$0")/.."
 card=$(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | head -1)
 echo "card: $card"
@@ -12,7 +13,7 @@ case "$card" in *H200*) ;; *) exit 0 ;; esac
 source out/device_lib.sh
 L=${LIMIT:-400}
 V=build-v
-unbundle out/bin63/bundle63.tar.xz e m
+unbundle out/bin63c/bundle63c.tar.xz e m
 unbundle out/bin63b/bundle63b.tar.xz n f
 [ -s /tmp/g26.gguf ] || synth_g26 /tmp/bund/hf2q_e
 el synth

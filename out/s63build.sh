@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Obsolete after 0831366 (the two gemm_tile.cu switches it flips are gone): it built the bundle out/s63a.sh ran, at 16d2d7d.
 # s63build.sh BUILD_DIR: the binaries out/s63a.sh carries (out/bin63/bundle63.tar.xz), flipped in place
 # (out/build_lib.sh): session 62's s62build4 set in one bundle with main's no-copies build, for a machine reset
 # since: e main; m no tile copies (HF2Q_TILE_COPY 0, weights.cpp); s2 at most two tile blocks an SM

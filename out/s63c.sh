@@ -1,19 +1,17 @@
 #!/usr/bin/env bash
 # Session 63: the experts' gate_up input prepared by residual_norms (g = main with out/s63_prep.patch: f3e8d21 and
-# b5ce0e9, taken off main unmeasured) against main (e, bin63's e): the MoE, prepared-input, GEGLU and tile tests,
+# b5ce0e9, taken off main unmeasured) against main (e): the MoE, prepared-input, GEGLU and tile tests,
 # test_model, test_synth_engine and test_generation of g, memcheck of the new test, then the 17-64-sequence rows
 # alternating. On an H200, then out/s63b.sh with the time left.
-# Binaries: out/s63build.sh (bin63), out/s63build3.sh (bin63c: hf2q_g and the test binaries *_g, main with
-# out/s63_prep.patch), out/s63build2.sh (bin63b, for s63b). Rebuild bin63 at the same commit as bin63c.
-#   run(carry=["out/bin63", "out/bin63b", "out/bin63c"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s63c.sh
+# Binaries: out/s63build3.sh (bin63c: e, m, g and g's test binaries *_g), out/s63build2.sh (bin63b: n, f, for s63b).
+#   run(carry=["out/bin63b", "out/bin63c"]): mkdir -p $OUT && OUT=$OUT LIMIT=<timeout_s-20> bash out/s63c.sh
 cd "$(dirname "$0")/.."
 source out/device_lib.sh
 L=${LIMIT:-400}
 V=build-v
 card=$(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | head -1)
 echo "card: $card"
-unbundle out/bin63/bundle63.tar.xz e
-unbundle out/bin63c/bundle63c.tar.xz g
+unbundle out/bin63c/bundle63c.tar.xz e g
 synth_g26 /tmp/bund/hf2q_g &
 t ops 150 /tmp/bund/test_cuda_ops_g --gtest_filter='*Prepared*:*Geglu*:*Moe*:*Expert*:*TileGemm*:*MatmulMulti*'
 t model 200 /tmp/bund/test_model_g
