@@ -22,4 +22,4 @@ ninja -C "$B" hf2q "${T[@]}" > /dev/null
 cp "$B/bin/hf2q" "$tmp/hf2q_g"
 for t in "${T[@]}"; do cp "$B/bin/$t" "$tmp/${t}_g"; done
 mkdir -p out/bin63c
-bash out/bundle.sh out/bin63c/bundle63c.tar.xz "$tmp"/hf2q_{e,m,g} "$tmp"/*_g
+bash out/bundle.sh out/bin63c/bundle63c.tar.xz "$tmp"/hf2q_{e,m,g} "$tmp"/test_*_g
