@@ -65,10 +65,10 @@ constexpr int kWeightSlotBytes = (kRows / kGroupRows) * 2 * kUnitBytes;  // 5,12
 #endif
 constexpr int kMaxCluster = HF2Q_TILE_MAX_CLUSTER;
 // The blocks an SM the registers must leave room for (__launch_bounds__' minimum): 16
-// warps' worth, two blocks at 8 warps (the 64-token kernel takes 93 registers). Session
-// 63 measured both ways on an H100 and kept neither: three blocks at 64 tokens (80
-// registers) lost 0.6 % at 64 sequences, and at most two blocks an SM at 32 tokens
-// (where three fit) lost 0.2-1.1 % at 17-32 sequences.
+// warps' worth, two blocks at 8 warps (the 64-token kernel takes 93 registers). Three
+// (80 registers) lost 0.6 % at 64 sequences on an H100 (session 63). The shared memory
+// is left to set the rest: capping the 32-token kernel at two blocks an SM, where three
+// fit, lost 0.3-1.1 % at 17-32 sequences there.
 constexpr int kMinBlocks = 16 / kWarps;
 // Partial tiles in shared memory: [token][kRows + 4] floats (the pad puts the lanes of
 // an accumulator store on distinct banks).
